@@ -1,0 +1,3 @@
+from pytest_agentgym.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,12 @@
+"""ALFWorld adapter. (Stub: being written; see protocol sheet.)"""
+
+from __future__ import annotations
+
+from pytest_agentgym.envs import register
+from pytest_agentgym.envs.base import EnvAdapter
+
+
+@register
+class ALFWorldAdapter(EnvAdapter):
+    name = "ALFWorld"
+    prompt_template = "alfworld.j2"

@@ -1,0 +1,12 @@
+"""BabyAI adapter. (Stub: being written; see protocol sheet.)"""
+
+from __future__ import annotations
+
+from pytest_agentgym.envs import register
+from pytest_agentgym.envs.base import EnvAdapter
+
+
+@register
+class BabyAIAdapter(EnvAdapter):
+    name = "BabyAI"
+    prompt_template = "babyai.j2"

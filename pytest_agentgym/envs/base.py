@@ -1,0 +1,184 @@
+"""What every environment adapter provides, and the three ways AgentGym reads actions.
+
+An adapter holds what differs between environments: how an episode is opened
+(create, reset payload, the first observation and the instruction prompt), how
+the action is extracted from the model's reply, and how a step's answer is read.
+Facts about where the server lives (port, dialect, path prefix, max rounds,
+success rule) come from :class:`~pytest_agentgym.envs.spec.EnvSpec`, loaded from
+configs/envs.yaml, so users can change them without code.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, ClassVar
+
+import jinja2
+
+from pytest_agentgym.envs.protocol import EnvBadResponse, EnvClient
+
+#: AgentGym's usual acknowledgement turn after the instructions.
+ACK_LONG = "OK. I'll follow your instructions and try my best to solve the task."
+ACK_SHORT = "Ok."
+
+
+@dataclass(frozen=True)
+class Opening:
+    """An environment instance, reset to its task, and the conversation so far.
+
+    ``messages`` are OpenAI chat messages; the last one is the user turn holding
+    the first observation, which the model answers first.
+    """
+
+    env_id: int
+    messages: tuple[dict[str, str], ...]
+
+    @property
+    def first_observation(self) -> str:
+        return self.messages[-1]["content"]
+
+
+@dataclass(frozen=True)
+class ParsedAction:
+    """The action to send, or the message shown instead when the reply is refused
+    client-side (the server is then not called; reward 0, not done)."""
+
+    action: str | None
+    rejection: str | None = None
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One step's answer, as the AgentGym client reports it.
+
+    ``reward`` is the value the AgentGym client returns for the step (for BabyAI
+    and SciWorld that is the server's ``score``); the episode's reward is the
+    last step's ``reward``.
+    """
+
+    observation: str
+    reward: float
+    done: bool
+    score: float | None = None
+
+
+class EnvAdapter:
+    """Base class: subclass it, set the class attributes, override what differs."""
+
+    #: The environment's name as users write it: "BabyAI", "TextCraft", ...
+    name: ClassVar[str]
+    #: File name of the instruction template under pytest_agentgym/envs/prompts/.
+    prompt_template: ClassVar[str]
+    acknowledgement: ClassVar[str] = ACK_LONG
+
+    def __init__(self, template_path: str | Path | None = None) -> None:
+        """``template_path`` replaces the shipped prompt (configs: envs.<Name>.prompt_template)."""
+        if template_path is not None:
+            source = Path(template_path).read_text(encoding="utf-8")
+        else:
+            source = (
+                resources.files("pytest_agentgym.envs") / "prompts" / self.prompt_template
+            ).read_text(encoding="utf-8")
+        env = jinja2.Environment(
+            autoescape=False,  # plain text for a model, not HTML
+            undefined=jinja2.StrictUndefined,
+            keep_trailing_newline=False,
+        )
+        self._template = env.from_string(source)
+
+    # -- opening an episode -----------------------------------------------------
+
+    def instructions(self, **context: Any) -> str:
+        """The rendered instruction prompt."""
+        return self._template.render(**context).strip()
+
+    def reset_payload(self, task_index: int) -> dict[str, Any]:
+        """Body fields of ``POST /reset`` besides the env id."""
+        return {"data_idx": task_index}
+
+    def first_observation(self, reset_body: Any) -> str:
+        """The text of the first observation, from the reset answer."""
+        if isinstance(reset_body, dict) and isinstance(reset_body.get("observation"), str):
+            return reset_body["observation"]
+        raise TypeError(f"reset answer has no 'observation' string: {reset_body!r:.200}")
+
+    async def open(self, client: EnvClient, task_index: int) -> Opening:
+        """Create an env, reset it to ``task_index``, and build the opening conversation.
+
+        Default: [user: instructions, assistant: acknowledgement, user: first observation].
+        """
+        env_id = await client.create()
+        body = await client.reset(env_id, self.reset_payload(task_index))
+        try:
+            observation = self.first_observation(body)
+        except TypeError as exc:
+            raise EnvBadResponse(
+                str(exc), url=client.base_url, endpoint="/reset", env=client.env, env_id=env_id
+            ) from exc
+        return Opening(env_id, self.conversation(observation))
+
+    def conversation(self, observation: str, **context: Any) -> tuple[dict[str, str], ...]:
+        return (
+            {"role": "user", "content": self.instructions(**context)},
+            {"role": "assistant", "content": self.acknowledgement},
+            {"role": "user", "content": observation},
+        )
+
+    # -- during an episode --------------------------------------------------------
+
+    def parse_action(self, reply: str) -> ParsedAction:
+        return ParsedAction(extract_react(reply))
+
+    def read_step(self, body: Any) -> StepResult:
+        """Read ``POST /step``'s answer (id dialect default: observation, reward, done)."""
+        if not isinstance(body, dict) or not {"observation", "reward", "done"} <= body.keys():
+            raise TypeError(
+                f'expected {{"observation", "reward", "done"}}, got {body!r:.200}'
+            )
+        return StepResult(
+            observation=str(body["observation"]),
+            reward=float(body["reward"]),
+            done=bool(body["done"]),
+            score=float(body["score"]) if body.get("score") is not None else None,
+        )
+
+
+# -- the three action-extraction families of AgentGym clients ----------------------
+
+_ONE_LINE_ACTION = re.compile(r"Action:\s*(.*?)(?=\n|$)", re.DOTALL)
+_NOT_ACTION_CHARS = re.compile(r"[^A-Za-z0-9, ]+")
+TOO_MANY_ACTIONS = (
+    "Error: Only one 'Action' is allowed per response. Please adjust your response."
+)
+
+
+def extract_react(reply: str) -> str:
+    """Family (a), ``BaseAdapter.parse_react`` (ALFWorld, SciWorld, WebShop):
+    drop ``</s>``, take everything after the **last** ``Action:``, stripped."""
+    text = reply.replace("</s>", "")
+    if "Action:" not in text:
+        return text.strip()
+    return text.rsplit("Action:", 1)[1].strip()
+
+
+def extract_one_line(reply: str) -> ParsedAction:
+    """Family (b), BabyAI and TextCraft (2025 clients): exactly one ``Action:``;
+    the action is the first non-blank line after it, reduced to ``[A-Za-z0-9, ]``
+    with runs of spaces collapsed. More than one ``Action:`` is refused."""
+    matches = _ONE_LINE_ACTION.findall(reply)
+    if len(matches) > 1:
+        return ParsedAction(None, TOO_MANY_ACTIONS)
+    raw = matches[0] if matches else reply
+    return ParsedAction(" ".join(_NOT_ACTION_CHARS.sub("", raw).split()))
+
+
+def extract_first_split(reply: str) -> str:
+    """Family (c), Maze and Wordle: drop a trailing ``</s>`` the way the original
+    does (the last 5 characters), then the text between the first and second
+    ``Action:``, stripped; the whole text when there is none."""
+    text = reply[:-5] if reply.endswith("</s>") else reply
+    parts = text.split("Action:")
+    return (parts[1] if len(parts) > 1 else text).strip()

@@ -1,0 +1,12 @@
+"""Maze adapter. (Stub: being written; see protocol sheet.)"""
+
+from __future__ import annotations
+
+from pytest_agentgym.envs import register
+from pytest_agentgym.envs.base import EnvAdapter
+
+
+@register
+class MazeAdapter(EnvAdapter):
+    name = "Maze"
+    prompt_template = "maze.j2"

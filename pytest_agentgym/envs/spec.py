@@ -1,0 +1,133 @@
+"""Where an environment's server lives and how episodes on it are judged.
+
+One :class:`EnvSpec` per entry of configs/envs.yaml. Nothing here talks to a
+server; the lifecycle (servers/) and the episode runner read these facts.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+Category = Literal["lightweight", "moderate", "heavy"]
+_CATEGORIES = ("lightweight", "moderate", "heavy")
+_DIALECTS = ("id", "env_idx")
+
+
+class EnvConfigError(ValueError):
+    """A bad environment definition; the message names the file, the key and the fix."""
+
+
+_RULE = re.compile(r"^\s*(reward|score)\s*(==|>=|>|<=|<)\s*(-?\d+(?:\.\d+)?)\s*$")
+_OPS = {"==": operator.eq, ">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
+
+
+@dataclass(frozen=True)
+class SuccessRule:
+    """``reward == 1``, ``score == 100``, ``reward > 0``: a field, a comparison, a number."""
+
+    text: str
+
+    def __post_init__(self) -> None:
+        if not _RULE.match(self.text):
+            raise EnvConfigError(
+                f"success rule {self.text!r} is not of the form '<reward|score> <op> <number>' "
+                "(op one of ==, >=, >, <=, <), e.g. 'reward == 1'"
+            )
+
+    def __call__(self, reward: float | None, score: float | None) -> bool:
+        name, op, number = _RULE.match(self.text).groups()  # type: ignore[union-attr]
+        value = reward if name == "reward" else score
+        return value is not None and _OPS[op](float(value), float(number))
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    name: str
+    category: Category
+    port: int
+    dialect: Literal["id", "env_idx"] = "id"
+    path_prefix: str = ""
+    max_rounds: int = 20
+    success: SuccessRule = field(default_factory=lambda: SuccessRule("reward == 1"))
+    has_close: bool = False
+    #: Shell command that starts the real AgentGym server ({host} and {port} are filled in).
+    command: str | None = None
+    #: Name of the plugin's own server for this environment (``pytest-agentgym serve NAME``).
+    embedded: str | None = None
+    #: A user's replacement for the shipped instruction prompt (a jinja2 file).
+    prompt_template: str | None = None
+    #: An explicit URL; when set the server is attached to, never spawned.
+    url: str | None = None
+    #: How long to wait for the server's health, in seconds.
+    startup_timeout: float = 60.0
+    description: str = ""
+
+    def default_url(self, host: str = "127.0.0.1") -> str:
+        return self.url or f"http://{host}:{self.port}"
+
+    def base_url(self, server_url: str) -> str:
+        """The URL the protocol client uses: the server's plus the path prefix."""
+        return server_url.rstrip("/") + self.path_prefix
+
+    def with_overrides(self, **changes: Any) -> "EnvSpec":
+        return replace(self, **changes)
+
+
+def spec_from_mapping(name: str, data: dict[str, Any], source: str) -> EnvSpec:
+    """Build an EnvSpec from one YAML entry; ``source`` names the file for errors."""
+    where = f"{source}: environments.{name}"
+    if not isinstance(data, dict):
+        raise EnvConfigError(f"{where} must be a mapping of keys, got {type(data).__name__}")
+    known = {f for f in EnvSpec.__dataclass_fields__} - {"name"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise EnvConfigError(
+            f"{where}: unknown key(s) {', '.join(unknown)}; known keys are {', '.join(sorted(known))}"
+        )
+    for required in ("category", "port"):
+        if required not in data:
+            raise EnvConfigError(f"{where}: missing key '{required}'")
+    if data["category"] not in _CATEGORIES:
+        raise EnvConfigError(
+            f"{where}.category is {data['category']!r}; use one of {', '.join(_CATEGORIES)}"
+        )
+    if data.get("dialect", "id") not in _DIALECTS:
+        raise EnvConfigError(f"{where}.dialect is {data['dialect']!r}; use 'id' or 'env_idx'")
+    for key in ("port", "max_rounds"):
+        if key in data and (not isinstance(data[key], int) or data[key] <= 0):
+            raise EnvConfigError(f"{where}.{key} must be a positive integer, got {data[key]!r}")
+    values = dict(data)
+    try:
+        values["success"] = SuccessRule(str(data.get("success", "reward == 1")))
+    except EnvConfigError as exc:
+        raise EnvConfigError(f"{where}.success: {exc}") from None
+    return EnvSpec(name=name, **values)
+
+
+def load_specs(path: str | Path) -> dict[str, EnvSpec]:
+    """Read an envs.yaml file: ``environments: {Name: {...}, ...}``."""
+    path = Path(path)
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise EnvConfigError(f"{path}: not valid YAML: {exc}") from None
+    except OSError as exc:
+        raise EnvConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    entries = document.get("environments") if isinstance(document, dict) else None
+    if not isinstance(entries, dict):
+        raise EnvConfigError(f"{path}: expected a top-level 'environments:' mapping")
+    return {name: spec_from_mapping(name, entry, str(path)) for name, entry in entries.items()}
+
+
+#: The shipped definitions (configs/envs.yaml in a source checkout is the same file).
+DEFAULT_ENVS_FILE = Path(__file__).resolve().parents[1] / "configs" / "envs.yaml"
+
+
+def load_default_specs() -> dict[str, EnvSpec]:
+    return load_specs(DEFAULT_ENVS_FILE)

@@ -1,0 +1,12 @@
+"""SQLGym adapter. (Stub: being written; see protocol sheet.)"""
+
+from __future__ import annotations
+
+from pytest_agentgym.envs import register
+from pytest_agentgym.envs.base import EnvAdapter
+
+
+@register
+class SQLGymAdapter(EnvAdapter):
+    name = "SQLGym"
+    prompt_template = "sqlgym.j2"

@@ -1,0 +1,12 @@
+"""TextCraft adapter. (Stub: being written; see protocol sheet.)"""
+
+from __future__ import annotations
+
+from pytest_agentgym.envs import register
+from pytest_agentgym.envs.base import EnvAdapter
+
+
+@register
+class TextCraftAdapter(EnvAdapter):
+    name = "TextCraft"
+    prompt_template = "textcraft.j2"

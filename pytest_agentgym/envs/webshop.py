@@ -1,0 +1,12 @@
+"""WebShop adapter. (Stub: being written; see protocol sheet.)"""
+
+from __future__ import annotations
+
+from pytest_agentgym.envs import register
+from pytest_agentgym.envs.base import EnvAdapter
+
+
+@register
+class WebShopAdapter(EnvAdapter):
+    name = "WebShop"
+    prompt_template = "webshop.j2"

@@ -1,0 +1,12 @@
+"""Wordle adapter. (Stub: being written; see protocol sheet.)"""
+
+from __future__ import annotations
+
+from pytest_agentgym.envs import register
+from pytest_agentgym.envs.base import EnvAdapter
+
+
+@register
+class WordleAdapter(EnvAdapter):
+    name = "Wordle"
+    prompt_template = "wordle.j2"

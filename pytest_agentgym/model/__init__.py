@@ -1,0 +1,2 @@
+"""The model side: the OpenAI-compatible endpoint client, endpoint kinds and
+launchers (vLLM), and the scripted reference agent."""

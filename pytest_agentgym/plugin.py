@@ -1,0 +1,1 @@
+"""pytest entry point (pytest11 -> pytest_agentgym.plugin). Wiring only."""

@@ -1,0 +1,1 @@
+"""publish (to be written)."""

@@ -1,0 +1,155 @@
+"""Plain records of what happened in a run: turns, episodes, errors.
+
+These are the project's data contract. ``episodes.jsonl`` holds one
+:class:`EpisodeRecord` per line (``to_dict``), NATS events and the HTML report
+are built from the same records. Bump :data:`SCHEMA_VERSION` when a field
+changes meaning or disappears; adding an optional field does not need a bump.
+The schema is documented in docs/results.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+SCHEMA_VERSION = 1
+
+#: Where an infrastructure failure came from. A failure of any of these is an
+#: *error* in pytest's terms, never a policy failure.
+ErrorSource = Literal["env", "model", "harness"]
+
+#: Why an episode's loop ended.
+StopReason = Literal["done", "max_rounds", "timeout", "error"]
+
+#: What pytest made of the episode.
+Outcome = Literal["passed", "failed", "error"]
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    """A failure stored as data: its class name, message and origin."""
+
+    type: str
+    message: str
+    where: ErrorSource
+
+    @classmethod
+    def from_exception(cls, exc: BaseException, where: ErrorSource) -> "ErrorInfo":
+        return cls(type=type(exc).__name__, message=str(exc), where=where)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One round: the text shown to the model, its reply, and the environment's answer.
+
+    ``observation`` is the user message the model answered (for round 0 the
+    environment's first observation). ``action`` is what was sent to the
+    server; it is None when the reply was rejected on the client side (for
+    example two ``Action:`` lines), in which case ``feedback`` holds the
+    message shown to the model instead and the server was not called.
+    """
+
+    index: int
+    observation: str
+    reply: str
+    action: str | None
+    feedback: str
+    reward: float
+    done: bool
+    model_latency_s: float
+    env_latency_s: float
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    score: float | None = None
+
+
+@dataclass(frozen=True)
+class EpisodeRecord:
+    """Everything about one finished episode (environment, task index, repeat)."""
+
+    run_id: str
+    env: str
+    task_index: int
+    repeat: int
+    reward: float | None
+    success: bool
+    rounds: int
+    stop_reason: StopReason
+    started_at: str
+    duration_s: float
+    model: str
+    turns: tuple[Turn, ...] = ()
+    error: ErrorInfo | None = None
+    #: Earlier attempts that ended in an infrastructure error and were retried.
+    retried: tuple[ErrorInfo, ...] = ()
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    min_reward: float | None = None
+    outcome: Outcome | None = None
+    nodeid: str | None = None
+    checkpoint: str | None = None
+    node: str | None = None
+    score: float | None = None
+    schema: int = SCHEMA_VERSION
+
+    @property
+    def episode_id(self) -> str:
+        """Stable key of this episode within its run."""
+        return f"{self.run_id}:{self.env}:{self.task_index}:r{self.repeat}"
+
+    @property
+    def attempts(self) -> int:
+        return 1 + len(self.retried)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["episode_id"] = self.episode_id
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "EpisodeRecord":
+        """Inverse of :meth:`to_dict`; unknown keys (from newer writers) are ignored."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in names}
+        kwargs["turns"] = tuple(Turn(**t) for t in data.get("turns", ()))
+        kwargs["retried"] = tuple(ErrorInfo(**e) for e in data.get("retried", ()))
+        if data.get("error") is not None:
+            kwargs["error"] = ErrorInfo(**data["error"])
+        return cls(**kwargs)
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What ``run.json`` holds: how a run was set up, and how it ended."""
+
+    run_id: str
+    started_at: str
+    node: str
+    model: str
+    endpoint: str
+    endpoint_kind: str
+    environments: tuple[str, ...]
+    command: str
+    seed: int | None = None
+    checkpoint: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+    git_commit: str | None = None
+    notes: tuple[str, ...] = ()
+    ended_at: str | None = None
+    status: str = "running"
+    counts: dict[str, int] = field(default_factory=dict)
+    schema: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RunInfo":
+        names = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in names}
+        for key in ("environments", "notes"):
+            if key in kwargs:
+                kwargs[key] = tuple(kwargs[key])
+        return cls(**kwargs)

@@ -1,0 +1,1 @@
+"""Environment servers: lifecycle of external ones, and the plugin's embedded ones."""
