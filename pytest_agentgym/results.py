@@ -140,6 +140,10 @@ class RunInfo:
     ended_at: str | None = None
     status: str = "running"
     counts: dict[str, int] = field(default_factory=dict)
+    #: Gate verdicts (``GateVerdict.to_dict()``), written when the run ends.
+    gates: tuple[dict[str, Any], ...] = ()
+    #: Path of the baseline run directory this run was compared with, if any.
+    baseline: str | None = None
     schema: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -149,7 +153,7 @@ class RunInfo:
     def from_dict(cls, data: dict[str, Any]) -> "RunInfo":
         names = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in names}
-        for key in ("environments", "notes"):
+        for key in ("environments", "notes", "gates"):
             if key in kwargs:
                 kwargs[key] = tuple(kwargs[key])
         return cls(**kwargs)
