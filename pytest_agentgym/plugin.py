@@ -1,1 +1,183 @@
-"""pytest entry point (pytest11 -> pytest_agentgym.plugin). Wiring only."""
+"""pytest entry point (pytest11 -> pytest_agentgym.plugin). Wiring only: the
+work lives in settings, collect and run (EvaluationRun)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_agentgym import collect, options
+from pytest_agentgym.settings import HARNESS_KEY, SETTINGS_KEY, SUITE_ERRORS_KEY, resolve
+
+_RECORD_ATTR = "agentgym_record"
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_agentgym import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    options.add_options(parser)
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _is_controller(config: pytest.Config) -> bool:
+    """True in the process that owns servers and reporting (no xdist, or xdist's controller)."""
+    return not _is_worker(config)
+
+
+def _uses_xdist(config: pytest.Config) -> bool:
+    return bool(getattr(config.option, "numprocesses", None)) and not _is_worker(config)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    """--agentgym-list-envs and --agentgym-preflight answer and end the run."""
+    if not (config.getoption("agentgym_list_envs") or config.getoption("agentgym_preflight")):
+        return None
+    from pytest_agentgym.preflight import list_envs, preflight
+
+    config._do_configure()  # resolve settings through the normal path
+    try:
+        settings = config.stash[SETTINGS_KEY]
+        return list_envs(settings) if settings.list_envs else preflight(settings)
+    finally:
+        config._ensure_unconfigure()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "agentgym: an AgentGym episode")
+    settings = resolve(config)
+    if _is_worker(config):
+        settings = settings.__class__(**{**settings.__dict__, "run_id": config.workerinput["agentgym_run_id"]})
+    for name in settings.env_specs:
+        config.addinivalue_line("markers", f"{name.lower()}: episodes of {name}")
+    config.stash[SETTINGS_KEY] = settings
+    config.stash[SUITE_ERRORS_KEY] = []
+    from pytest_agentgym.run import EvaluationRun
+
+    worker_input = config.workerinput if _is_worker(config) else None
+    harness = EvaluationRun(settings, hook=config.hook, config=config, worker_input=worker_input)
+    config.stash[HARNESS_KEY] = harness
+    if _is_controller(config):
+        config.pluginmanager.register(_EpisodeListener(harness), "agentgym-episode-listener")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    harness = config.stash.get(HARNESS_KEY, None)
+    if harness is not None:
+        harness.shutdown()
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if collect.is_suite_file(file_path):
+        return collect.SuiteFile.from_parent(parent, path=file_path)
+    return None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    errors = session.config.stash[SUITE_ERRORS_KEY]
+    if errors:
+        raise pytest.UsageError("\n".join(errors))
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    harness = config.stash[HARNESS_KEY]
+    return harness.header_lines(probe=not config.option.collectonly)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    config = session.config
+    if _uses_xdist(config) and not config.option.collectonly:
+        # The controller owns the servers; workers get their addresses.
+        config.stash[HARNESS_KEY].start_for_paths(config.args)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:  # type: ignore[no-untyped-def]  (pytest-xdist hook)
+    harness = node.config.stash[HARNESS_KEY]
+    node.workerinput.update(harness.worker_input())
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtestloop(session: pytest.Session):  # type: ignore[no-untyped-def]
+    """Before the items: start what the episodes need and let the engine run ahead.
+    After them: aggregate gates, reported as test results of their own (so the
+    terminal counts, --junitxml and the exit status include them)."""
+    config = session.config
+    if config.option.collectonly:
+        return (yield)
+    harness = config.stash[HARNESS_KEY]
+    items = [i for i in session.items if isinstance(i, collect.EpisodeItem)]
+    if items:
+        harness.prepare(items)
+    result = yield
+    if _is_controller(config):
+        harness.finish(session.exitstatus or 0)
+        session.testscollected += len(harness.verdicts)
+        for verdict in harness.verdicts:
+            config.hook.pytest_runtest_logreport(report=_gate_report(verdict, harness))
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type: ignore[no-untyped-def]
+    report = yield
+    record = getattr(item, "record", None)
+    if record is not None and not getattr(item, "_agentgym_reported", False):
+        if report.when == "call" or (report.when == "setup" and report.failed):
+            setattr(report, _RECORD_ATTR, record.to_dict())
+            item._agentgym_reported = True  # type: ignore[attr-defined]
+    return report
+
+
+class _EpisodeListener:
+    """Registered in the controller only (or the single process without xdist), so
+    each finished episode is published and counted exactly once."""
+
+    def __init__(self, harness) -> None:  # type: ignore[no-untyped-def]
+        self.harness = harness
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        data = getattr(report, _RECORD_ATTR, None)
+        if data is not None:
+            self.harness.episode_reported(data)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A run that did not reach the end of its loop (Ctrl-C, -x, a crash) still
+    gets its run.json, events and report; finish() is a no-op when done already."""
+    config = session.config
+    if _is_controller(config):
+        config.stash[HARNESS_KEY].finish(exitstatus, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+
+
+def _gate_report(verdict, harness) -> pytest.TestReport:  # type: ignore[no-untyped-def]
+    path = harness.gate_paths.get(verdict.env, "agentgym")
+    name = f"{verdict.env}::gate[{verdict.gate}]"
+    return pytest.TestReport(
+        nodeid=f"{path}::{name}",
+        location=(path, None, name),
+        keywords={"agentgym": 1},
+        outcome="passed" if verdict.passed else "failed",
+        longrepr=None if verdict.passed else f"gate failed: {verdict.env} {verdict.gate}: {verdict.detail}",
+        when="call",
+        user_properties=[("value", verdict.value), ("gate", verdict.gate)],
+    )
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:  # type: ignore[no-untyped-def]
+    if not _is_controller(config):
+        return
+    harness = config.stash.get(HARNESS_KEY, None)
+    if harness is not None:
+        for line, markup in harness.summary_lines():
+            terminalreporter.write_line(line, **markup)

@@ -1,12 +1,57 @@
-"""Wordle adapter. (Stub: being written; see protocol sheet.)"""
+"""Wordle adapter: LMRL-Gym Wordle on AgentGym's lmrlgym server (``/wordle``).
+
+Opening an episode follows AgentGym's ``WordleEnvClient`` (protocol sheet,
+section 14.2.9): ``POST /create``, then ``GET /filtered_vocab`` *before* the
+reset (all 40 words at that point) to fill the vocabulary into the rules prompt,
+then ``POST /reset {"seed": task_index}`` whose "Let's start Wordle!" is not
+shown to the model. The conversation is a one-line persona, the
+acknowledgement, and the rules prompt as the first user turn; it is the same
+for every seed. Actions are read with family (c), like Maze; the reward is the
+server's (``1`` when solved, otherwise ``0``/``0.0``).
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pytest_agentgym.envs import register
-from pytest_agentgym.envs.base import EnvAdapter
+from pytest_agentgym.envs.base import EnvAdapter, Opening, ParsedAction, extract_first_split
+from pytest_agentgym.envs.protocol import EnvBadResponse, EnvClient
+
+#: The human turn that opens AgentGym's Wordle conversation, before the acknowledgement.
+WORDLE_PERSONA = "You are an expert wordle player."
 
 
 @register
 class WordleAdapter(EnvAdapter):
     name = "Wordle"
     prompt_template = "wordle.j2"
+    persona = WORDLE_PERSONA
+
+    def reset_payload(self, task_index: int) -> dict[str, Any]:
+        return {"seed": task_index}
+
+    def rules(self, words: list[str]) -> str:
+        """The rules prompt with the vocabulary filled in (one word per line)."""
+        return self.instructions(vocab="\n".join(words), words=list(words))
+
+    async def open(self, client: EnvClient, task_index: int) -> Opening:
+        env_id = await client.create()
+        words = await client.get("/filtered_vocab", env_id)
+        if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+            raise EnvBadResponse(
+                f"expected a JSON list of words, got {words!r:.200}",
+                url=client.base_url, endpoint="/filtered_vocab", env=client.env, env_id=env_id,
+            )
+        await client.reset(env_id, self.reset_payload(task_index))  # its text is not shown
+        return Opening(
+            env_id,
+            (
+                {"role": "user", "content": self.persona},
+                {"role": "assistant", "content": self.acknowledgement},
+                {"role": "user", "content": self.rules(words)},
+            ),
+        )
+
+    def parse_action(self, reply: str) -> ParsedAction:
+        return ParsedAction(extract_first_split(reply))

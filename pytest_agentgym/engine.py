@@ -1,0 +1,114 @@
+"""Runs many episodes concurrently, within limits. Knows nothing of pytest.
+
+The engine owns an asyncio event loop on a background thread. Callers submit
+episodes (in the order they want them started) and get a
+``concurrent.futures.Future`` per episode; at most ``concurrency`` episodes are
+in flight at once, started in submission order. pytest items then simply wait
+for their own future, so the engine can run ahead of the item being reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from typing import Awaitable, Callable
+
+from pytest_agentgym.envs.base import EnvAdapter
+from pytest_agentgym.envs.protocol import EnvClient
+from pytest_agentgym.episode import ChatModel, EpisodeRequest, run_episode
+from pytest_agentgym.results import EpisodeRecord, ErrorInfo
+
+#: Builds the model client inside the engine's loop (clients bind to their loop).
+ModelFactory = Callable[[], ChatModel]
+
+
+class Engine:
+    def __init__(
+        self,
+        *,
+        concurrency: int,
+        model_factory: ModelFactory,
+        adapters: dict[str, EnvAdapter],
+        env_urls: dict[str, str],
+        env_timeout_s: float = 300.0,
+        before_retry: Callable[[str, ErrorInfo], Awaitable[None]] | None = None,
+        on_finished: Callable[[EpisodeRecord], None] | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+        self.concurrency = concurrency
+        self._model_factory = model_factory
+        self._adapters = adapters
+        self._env_urls = env_urls
+        self._env_timeout_s = env_timeout_s
+        self._before_retry = before_retry
+        self._on_finished = on_finished
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="agentgym-engine", daemon=True)
+        self._thread.start()
+        self._futures: dict[str, concurrent.futures.Future[EpisodeRecord]] = {}
+        self._ready = self._call(self._setup())
+
+    def _call(self, coro):  # type: ignore[no-untyped-def]
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    async def _setup(self) -> None:
+        self._semaphore = asyncio.Semaphore(self.concurrency)
+        self._model = self._model_factory()
+        self._clients: dict[str, EnvClient] = {}
+
+    def _client(self, request: EpisodeRequest) -> EnvClient:
+        name = request.spec.name
+        if name not in self._clients:
+            self._clients[name] = EnvClient(
+                request.spec.base_url(self._env_urls[name]),
+                env=name,
+                dialect=request.spec.dialect,
+                timeout=self._env_timeout_s,
+            )
+        return self._clients[name]
+
+    async def _run(self, request: EpisodeRequest) -> EpisodeRecord:
+        async with self._semaphore:
+            adapter = self._adapters[request.spec.name]
+            hook = None
+            if self._before_retry is not None:
+                env, callback = request.spec.name, self._before_retry
+
+                async def hook(error: ErrorInfo) -> None:
+                    await callback(env, error)
+
+            record = await run_episode(request, adapter, self._client(request), self._model, hook)
+        if self._on_finished is not None:
+            self._on_finished(record)  # e.g. appended to episodes.jsonl before anyone waits on it
+        return record
+
+    def submit(self, key: str, request: EpisodeRequest) -> concurrent.futures.Future[EpisodeRecord]:
+        """Schedule an episode once; submitting the same key again returns the same future."""
+        if key not in self._futures:
+            self._futures[key] = asyncio.run_coroutine_threadsafe(self._run(request), self._loop)
+        return self._futures[key]
+
+    def submitted(self, key: str) -> bool:
+        return key in self._futures
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Cancel what has not finished, close the clients, and stop the loop."""
+        if not self._loop.is_running():
+            return
+        for future in self._futures.values():
+            future.cancel()
+        try:
+            asyncio.run_coroutine_threadsafe(self._aclose(), self._loop).result(timeout)
+        except (concurrent.futures.TimeoutError, RuntimeError):
+            pass
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout)
+
+    async def _aclose(self) -> None:
+        for client in self._clients.values():
+            await client.aclose()
+        close = getattr(self._model, "aclose", None)
+        if close is not None:
+            await close()

@@ -1,0 +1,250 @@
+"""One episode, AgentGym's loop (protocol sheet §9). Knows nothing of pytest.
+
+    open (create + reset) -> ask the model -> extract the action -> step
+    ... until the environment says done, max rounds, or the wall-clock budget.
+
+The episode's reward is the last step's reward (what the AgentGym client
+reports: ``score`` for BabyAI and SciWorld). Infrastructure failures
+(environment server, model endpoint, harness) end the attempt as an *error*;
+they are retried as a fresh episode up to ``retries`` times, and every failed
+attempt is kept in the record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Awaitable, Callable, Protocol, Sequence
+
+from pytest_agentgym.envs.base import EnvAdapter, StepResult
+from pytest_agentgym.envs.protocol import EnvClient, EnvServerError
+from pytest_agentgym.envs.spec import EnvSpec
+from pytest_agentgym.results import ErrorInfo, EpisodeRecord, StopReason, Turn
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A model reply and what it cost."""
+
+    text: str
+    latency_s: float
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class ChatModel(Protocol):
+    """What the episode needs from a model endpoint (model/client.py provides it)."""
+
+    name: str
+
+    async def complete(
+        self, messages: Sequence[dict[str, str]], *, budget_s: float, sampling: dict[str, Any]
+    ) -> Completion:
+        """Answer within ``budget_s`` seconds (``sampling`` overrides the endpoint's
+        defaults), or raise a ModelError."""
+
+
+@dataclass(frozen=True)
+class EpisodeLimits:
+    max_rounds: int
+    timeout_s: float
+    retries: int = 1
+
+
+@dataclass(frozen=True)
+class EpisodeRequest:
+    """Which episode to run, and the facts it is run under."""
+
+    run_id: str
+    spec: EnvSpec
+    task_index: int
+    repeat: int
+    limits: EpisodeLimits
+    min_reward: float | None = None
+    nodeid: str | None = None
+    node: str | None = None
+    checkpoint: str | None = None
+    #: Sampling parameters of the suite, over the node's.
+    sampling: dict[str, Any] = field(default_factory=dict)
+
+
+#: Called with the error before an infrastructure failure is retried (e.g. to
+#: restart a dead environment server).
+BeforeRetry = Callable[[ErrorInfo], Awaitable[None]]
+
+
+def classify(exc: BaseException) -> str:
+    """Where an exception came from: env, model or harness."""
+    if isinstance(exc, EnvServerError):
+        return "env"
+    if _is_model_error(exc):
+        return "model"
+    return "harness"
+
+
+def _is_model_error(exc: BaseException) -> bool:
+    try:
+        from pytest_agentgym.model.client import ModelError
+    except ImportError:  # pragma: no cover - model side always ships
+        return False
+    return isinstance(exc, ModelError)
+
+
+class _Attempt:
+    """The mutable state of one attempt, turned into a record at the end."""
+
+    def __init__(self) -> None:
+        self.turns: list[Turn] = []
+        self.last: StepResult | None = None
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+
+
+async def _play(
+    request: EpisodeRequest,
+    adapter: EnvAdapter,
+    client: EnvClient,
+    model: ChatModel,
+    attempt: _Attempt,
+    deadline: float,
+) -> StopReason:
+    opening = await adapter.open(client, request.task_index)
+    try:
+        messages: list[dict[str, str]] = list(opening.messages)
+        for index in range(request.limits.max_rounds):
+            observation = messages[-1]["content"]
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return "timeout"
+            completion = await model.complete(messages, budget_s=remaining, sampling=request.sampling)
+            attempt.prompt_tokens += completion.prompt_tokens or 0
+            attempt.completion_tokens += completion.completion_tokens or 0
+            parsed = adapter.parse_action(completion.text)
+            started = time.monotonic()
+            if parsed.action is None:
+                result = StepResult(observation=parsed.rejection or "", reward=0.0, done=False)
+            else:
+                body = await client.step(opening.env_id, parsed.action)
+                result = _read_step(adapter, client, opening.env_id, body)
+            attempt.last = result
+            attempt.turns.append(
+                Turn(
+                    index=index,
+                    observation=observation,
+                    reply=completion.text,
+                    action=parsed.action,
+                    feedback=result.observation,
+                    reward=result.reward,
+                    done=result.done,
+                    model_latency_s=round(completion.latency_s, 4),
+                    env_latency_s=round(time.monotonic() - started, 4),
+                    prompt_tokens=completion.prompt_tokens,
+                    completion_tokens=completion.completion_tokens,
+                    score=result.score,
+                )
+            )
+            messages.append({"role": "assistant", "content": completion.text})
+            messages.append({"role": "user", "content": result.observation})
+            if result.done:
+                return "done"
+        return "max_rounds"
+    finally:
+        if request.spec.has_close:
+            try:
+                await asyncio.shield(client.close(opening.env_id))
+            except (EnvServerError, asyncio.CancelledError):
+                pass  # freeing the env is best effort; the result stands
+
+
+def _read_step(adapter: EnvAdapter, client: EnvClient, env_id: int, body: Any) -> StepResult:
+    from pytest_agentgym.envs.protocol import EnvBadResponse
+
+    try:
+        return adapter.read_step(body)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise EnvBadResponse(
+            str(exc), url=client.base_url, endpoint="/step", env=client.env, env_id=env_id
+        ) from exc
+
+
+async def run_episode(
+    request: EpisodeRequest,
+    adapter: EnvAdapter,
+    client: EnvClient,
+    model: ChatModel,
+    before_retry: BeforeRetry | None = None,
+) -> EpisodeRecord:
+    """Run one episode (with retries on infrastructure errors) and return its record."""
+    retried: list[ErrorInfo] = []
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started = time.monotonic()
+    while True:
+        attempt = _Attempt()
+        error: ErrorInfo | None = None
+        deadline = time.monotonic() + request.limits.timeout_s
+        try:
+            stop = await asyncio.wait_for(
+                _play(request, adapter, client, model, attempt, deadline),
+                timeout=request.limits.timeout_s,
+            )
+        except (asyncio.TimeoutError, TimeoutError) as exc:
+            if attempt.turns:
+                stop = "timeout"  # the budget ran out mid-episode: a policy outcome
+            else:
+                stop, error = "error", ErrorInfo(
+                    type(exc).__name__,
+                    f"the episode budget of {request.limits.timeout_s:g} s ran out before the "
+                    "first round finished; raise episode_timeout or check the model endpoint",
+                    "harness",
+                )
+        except Exception as exc:  # noqa: BLE001 - every failure is stored as data
+            stop, error = "error", ErrorInfo.from_exception(exc, classify(exc))  # type: ignore[arg-type]
+        if error is not None and len(retried) < request.limits.retries:
+            retried.append(error)
+            if before_retry is not None:
+                try:
+                    await before_retry(error)
+                except Exception as exc:  # noqa: BLE001 - the retry itself will fail and say why
+                    retried.append(ErrorInfo.from_exception(exc, "harness"))
+                    break
+            continue
+        break
+    reward = attempt.last.reward if attempt.last else (None if error else 0.0)
+    score = attempt.last.score if attempt.last else None
+    if error is not None:
+        reward = None
+    success = error is None and request.spec.success(reward, score)
+    return EpisodeRecord(
+        run_id=request.run_id,
+        env=request.spec.name,
+        task_index=request.task_index,
+        repeat=request.repeat,
+        reward=reward,
+        success=success,
+        rounds=len(attempt.turns),
+        stop_reason=stop,
+        started_at=started_at,
+        duration_s=round(time.monotonic() - started, 3),
+        model=model.name,
+        turns=tuple(attempt.turns),
+        error=error,
+        retried=tuple(retried),
+        prompt_tokens=attempt.prompt_tokens,
+        completion_tokens=attempt.completion_tokens,
+        min_reward=request.min_reward,
+        outcome=outcome_of(error, reward, request.min_reward),
+        nodeid=request.nodeid,
+        checkpoint=request.checkpoint,
+        node=request.node,
+        score=score,
+    )
+
+
+def outcome_of(error: ErrorInfo | None, reward: float | None, min_reward: float | None) -> str:
+    if error is not None:
+        return "error"
+    if min_reward is not None and (reward is None or reward < min_reward):
+        return "failed"
+    return "passed"

@@ -1,0 +1,427 @@
+"""Client for any OpenAI-compatible chat endpoint (TensorZero, Ollama, vLLM, the
+reference agent), built on the ``openai`` package's ``AsyncOpenAI``.
+
+One :meth:`EndpointClient.chat` call is one model turn. It runs inside a
+per-turn budget (``turn_budget`` seconds); each HTTP call inside it gets at most
+``request_timeout`` seconds, and never more than what is left of the budget.
+Retries are done here, not by the SDK (``max_retries=0``), so the budget and
+the records are exact:
+
+* connection errors, HTTP 5xx and HTTP 429 are retried up to ``retries`` times
+  with exponential backoff; a 429's ``Retry-After`` is honoured, but a wait that
+  would overrun the turn budget ends the turn at once;
+* other HTTP 4xx answers (bad request, context too long, unknown model, bad
+  key) are not retried;
+* a call that times out is not retried either: the endpoint was reachable and
+  busy, and a repeat would only spend the budget again.
+
+Every failure is a :class:`ModelError` subclass naming the endpoint URL and the
+model, and carries the :class:`CallRecord` of the attempts made so far.
+
+The API key is read from the environment variable *named* by ``api_key_env``
+and handed to the SDK; this module never prints, logs or keeps it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import os
+import random
+import time
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping, Sequence
+
+import httpx
+
+#: What the SDK is given when the endpoint needs no key (vLLM, Ollama, reference).
+PLACEHOLDER_API_KEY = "EMPTY"
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """How one turn's request went, successful or not.
+
+    ``latency_s`` is the wall time of the whole turn (every attempt and every
+    backoff wait); ``retry_reasons`` has one entry per failed attempt that was
+    retried, e.g. ``"HTTP 503: <the server's message>"``, ``"HTTP 429 (Retry-After 1.0 s)"``,
+    ``"connection error: ConnectError"``.
+    """
+
+    latency_s: float
+    attempts: int
+    retry_reasons: tuple[str, ...] = ()
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    """The assistant's text and how it was obtained."""
+
+    text: str
+    record: CallRecord
+    finish_reason: str | None = None
+    model: str | None = None
+
+    @property
+    def latency_s(self) -> float:
+        return self.record.latency_s
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        return self.record.prompt_tokens
+
+    @property
+    def completion_tokens(self) -> int | None:
+        return self.record.completion_tokens
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class ModelError(Exception):
+    """A model call failed. Always an infrastructure error, never a policy failure."""
+
+    def __init__(self, message: str, *, url: str, model: str, record: CallRecord | None = None) -> None:
+        self.detail = message
+        self.url = url
+        self.model = model
+        self.record = record
+        super().__init__(f"model endpoint {url} (model {model}): {message}")
+
+
+class EndpointDown(ModelError):
+    """No connection could be made, or the endpoint kept answering 5xx or 429."""
+
+
+class RequestRejected(ModelError):
+    """The endpoint refused the request with a 4xx status (not 429), e.g. a context
+    that is too long, an unknown model or a bad key. Retrying cannot help."""
+
+    def __init__(self, message: str, *, status_code: int, server_message: str, **kwargs: Any) -> None:
+        self.status_code = status_code
+        self.server_message = server_message
+        super().__init__(message, **kwargs)
+
+
+class EndpointTimeout(ModelError):
+    """A call, or the whole per-turn budget, ran out of time."""
+
+
+class EndpointBadResponse(ModelError):
+    """The endpoint answered 2xx, but not with a chat completion (no choices)."""
+
+
+# --------------------------------------------------------------------------- settings
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling parameters sent with every request; ``None`` means "not sent",
+    so the endpoint's own default applies."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] | None = None
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any] | None, *, where: str = "model.sampling") -> "Sampling":
+        """Build from a profile's ``sampling:`` mapping; unknown keys are an error."""
+        if data is None:
+            return cls()
+        if not isinstance(data, Mapping):
+            raise ValueError(f"{where} must be a mapping such as {{temperature: 0.7, max_tokens: 1024}}, "
+                             f"not {type(data).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; "
+                             f"allowed: {', '.join(sorted(known))}")
+        values = dict(data)
+        stop = values.get("stop")
+        if isinstance(stop, str):
+            values["stop"] = (stop,)
+        elif stop is not None:
+            values["stop"] = tuple(str(s) for s in stop)
+        for key, kind in (("temperature", float), ("top_p", float), ("max_tokens", int), ("seed", int)):
+            if values.get(key) is not None:
+                try:
+                    values[key] = kind(values[key])
+                except (TypeError, ValueError):
+                    raise ValueError(f"{where}.{key} must be a {kind.__name__}, got {values[key]!r}") from None
+        return cls(**values)
+
+    def request_params(self) -> dict[str, Any]:
+        params = {f.name: getattr(self, f.name) for f in fields(self)}
+        if params["stop"] is not None:
+            params["stop"] = list(params["stop"])
+        return {k: v for k, v in params.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to retry. Backoff before retry n (1-based) is
+    ``min(backoff_max, backoff_base * 2**(n-1))`` plus up to 10 % jitter."""
+
+    retries: int = 3
+    backoff_base: float = 0.5
+    backoff_max: float = 8.0
+
+    def backoff(self, retry_number: int, rng: random.Random) -> float:
+        delay = min(self.backoff_max, self.backoff_base * 2 ** (retry_number - 1))
+        return delay * (1.0 + 0.1 * rng.random())
+
+
+def read_api_key(api_key_env: str | None) -> str:
+    """The key in the variable named ``api_key_env``, or the placeholder when no
+    variable is named. A named but unset variable is an error (never echoes a value)."""
+    if not api_key_env:
+        return PLACEHOLDER_API_KEY
+    value = os.environ.get(api_key_env)
+    if not value:
+        raise ValueError(f"model.api_key_env names the environment variable {api_key_env}, "
+                         f"but it is not set or empty; export {api_key_env}=<key> or set api_key_env: null")
+    return value
+
+
+# --------------------------------------------------------------------------- client
+
+
+@dataclass
+class _Attempts:
+    """Mutable bookkeeping of one turn, turned into a CallRecord at the end."""
+
+    started: float
+    count: int = 0
+    reasons: list[str] = field(default_factory=list)
+
+    def record(self, usage: Any = None) -> CallRecord:
+        return CallRecord(
+            latency_s=time.monotonic() - self.started,
+            attempts=self.count,
+            retry_reasons=tuple(self.reasons),
+            prompt_tokens=getattr(usage, "prompt_tokens", None) if usage is not None else None,
+            completion_tokens=getattr(usage, "completion_tokens", None) if usage is not None else None,
+        )
+
+
+class EndpointClient:
+    """Chat completions against one OpenAI-compatible endpoint.
+
+    ``base_url`` is the URL the OpenAI paths hang off (``.../v1``, or
+    ``<gateway>/openai/v1`` for TensorZero). ``http_client`` (an
+    ``httpx.AsyncClient``) lets unit tests inject a transport; otherwise the
+    SDK builds its own. Use as ``async with EndpointClient(...) as client``,
+    or call :meth:`aclose`.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key_env: str | None = None,
+        sampling: Sampling | None = None,
+        request_timeout: float = 120.0,
+        turn_budget: float | None = None,
+        retry: RetryPolicy | None = None,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        from openai import AsyncOpenAI  # heavy; imported when a client is made
+
+        if request_timeout <= 0:
+            raise ValueError(f"request_timeout must be positive, got {request_timeout}")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.sampling = sampling or Sampling()
+        self.request_timeout = float(request_timeout)
+        #: default outer budget of one turn; by default room for every retry
+        self.turn_budget = float(turn_budget) if turn_budget is not None else None
+        self.retry = retry or RetryPolicy()
+        self._rng = random.Random()
+        self._sdk = AsyncOpenAI(
+            base_url=self.base_url,
+            api_key=read_api_key(api_key_env),
+            max_retries=0,
+            timeout=self.request_timeout,
+            http_client=http_client,
+        )
+
+    def __repr__(self) -> str:  # no key in here, ever
+        return f"EndpointClient(base_url={self.base_url!r}, model={self.model!r})"
+
+    async def __aenter__(self) -> "EndpointClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._sdk.close()
+
+    def _default_budget(self) -> float:
+        if self.turn_budget is not None:
+            return self.turn_budget
+        waits = sum(self.retry.backoff(n, random.Random(0)) * 1.1 for n in range(1, self.retry.retries + 1))
+        return self.request_timeout * (self.retry.retries + 1) + waits
+
+    async def chat(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        *,
+        sampling: Sampling | None = None,
+        budget: float | None = None,
+    ) -> ModelReply:
+        """Ask for the next assistant message.
+
+        ``budget`` (seconds) overrides the client's ``turn_budget`` for this
+        call, e.g. with what is left of an episode's time. Raises a
+        :class:`ModelError` subclass on failure.
+        """
+        import openai
+
+        turn_budget = budget if budget is not None else self._default_budget()
+        params = (sampling or self.sampling).request_params()
+        state = _Attempts(started=time.monotonic())
+        deadline = state.started + turn_budget
+
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise EndpointTimeout(self._budget_spent(turn_budget, state), url=self.base_url,
+                                      model=self.model, record=state.record())
+            call_timeout = min(self.request_timeout, remaining)
+            state.count += 1
+            try:
+                completion = await self._sdk.chat.completions.create(
+                    model=self.model, messages=list(messages), timeout=call_timeout, **params,
+                )
+            except openai.APITimeoutError:
+                limit = ("the per-turn budget" if call_timeout < self.request_timeout
+                         else "the request timeout")
+                raise EndpointTimeout(
+                    f"no answer within {call_timeout:.1f} s ({limit}; attempt {state.count}); "
+                    f"the model may be overloaded or generating very long replies: raise "
+                    f"model.request_timeout or lower sampling.max_tokens",
+                    url=self.base_url, model=self.model, record=state.record()) from None
+            except openai.APIConnectionError as exc:
+                reason = f"connection error: {_cause_name(exc)}"
+                wait = None
+            except openai.APIStatusError as exc:
+                status = exc.status_code
+                if status == 429:
+                    retry_after = _retry_after_seconds(exc.response.headers)
+                    reason = (f"HTTP 429 (Retry-After {retry_after:.1f} s)" if retry_after is not None
+                              else "HTTP 429")
+                    wait = retry_after
+                elif status >= 500:
+                    detail = _server_message(exc)
+                    reason = f"HTTP {status}: {detail[:200]}" if detail else f"HTTP {status}"
+                    wait = None
+                else:
+                    server_message = _server_message(exc)
+                    raise RequestRejected(
+                        f"request rejected with HTTP {status}: {server_message}",
+                        status_code=status, server_message=server_message,
+                        url=self.base_url, model=self.model, record=state.record()) from None
+            else:
+                return self._reply(completion, state)
+
+            # a retryable failure: retry, or give up with EndpointDown / EndpointTimeout
+            retry_number = len(state.reasons) + 1
+            if retry_number > self.retry.retries:
+                state.reasons.append(reason)
+                raise EndpointDown(
+                    f"gave up after {state.count} attempt(s): {'; '.join(state.reasons)}; "
+                    f"is the server running and healthy?",
+                    url=self.base_url, model=self.model, record=state.record())
+            if wait is None:
+                wait = self.retry.backoff(retry_number, self._rng)
+            remaining = deadline - time.monotonic()
+            if wait >= remaining:
+                state.reasons.append(reason)
+                raise EndpointTimeout(
+                    f"after {reason} on attempt {state.count}, waiting {wait:.1f} s before a retry "
+                    f"would overrun the per-turn budget of {turn_budget:.1f} s "
+                    f"({max(remaining, 0):.1f} s left)",
+                    url=self.base_url, model=self.model, record=state.record())
+            state.reasons.append(reason)
+            await asyncio.sleep(wait)
+
+    def _reply(self, completion: Any, state: _Attempts) -> ModelReply:
+        choices = getattr(completion, "choices", None) or []
+        if not choices:
+            raise EndpointBadResponse("the answer has no choices; is this an OpenAI-compatible "
+                                      "chat completions endpoint?", url=self.base_url, model=self.model,
+                                      record=state.record())
+        choice = choices[0]
+        content = getattr(choice.message, "content", None)
+        return ModelReply(
+            text=content or "",
+            record=state.record(getattr(completion, "usage", None)),
+            finish_reason=getattr(choice, "finish_reason", None),
+            model=getattr(completion, "model", None),
+        )
+
+    @staticmethod
+    def _budget_spent(turn_budget: float, state: _Attempts) -> str:
+        tried = f"; retried after: {'; '.join(state.reasons)}" if state.reasons else ""
+        return f"the per-turn budget of {turn_budget:.1f} s ran out after {state.count} attempt(s){tried}"
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _cause_name(exc: BaseException) -> str:
+    cause = exc.__cause__ or exc.__context__
+    return type(cause).__name__ if cause is not None else type(exc).__name__
+
+
+def _retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _server_message(exc: Any) -> str:
+    """The server's own error text: OpenAI-style ``{"error": {"message"}}``,
+    ``{"message"}``, ``{"detail"}``, ``{"error": "..."}``, or the raw body."""
+    body = getattr(exc, "body", None)  # the SDK already unwraps {"error": ...}
+    if isinstance(body, str) and body:
+        return body[:500]
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        if isinstance(inner, Mapping):
+            for key in ("message", "detail"):
+                if inner.get(key):
+                    return str(inner[key])
+        elif isinstance(inner, str) and inner:
+            return inner
+        for key in ("message", "detail"):
+            if body.get(key):
+                return str(body[key])
+    response = getattr(exc, "response", None)
+    text = getattr(response, "text", "") if response is not None else ""
+    return (text or str(exc))[:500]

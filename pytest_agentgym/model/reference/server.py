@@ -1,0 +1,240 @@
+"""The reference agent's OpenAI-compatible HTTP server: a scripted reference
+agent, not an LLM.
+
+    pytest-agentgym reference-agent --port 8100 [--policy random] [--seed 0] [--latency-ms 50]
+
+Endpoints:
+
+* ``POST /v1/chat/completions``: OpenAI request and response shapes. The
+  first policy whose ``recognizes(messages)`` is true answers with
+  ``reply(messages, rng)``, or ``random_reply`` when the request's model is
+  ``random`` or the server runs with ``--policy random`` (which then wins
+  over a request for ``reference``). A conversation no
+  policy recognises gets HTTP 400 with an OpenAI-style error body, so misuse
+  is loud; so does a streaming request or ``n`` other than 1.
+* ``GET /v1/models``: the models ``reference`` and ``random``.
+* ``GET /health``: ``{"status": "ok"}``.
+* ``GET /``: what this server is, which policies loaded and which did not.
+
+Determinism: the random generator of each reply is seeded from the server's
+``--seed``, the request's ``seed`` (if any) and a SHA-256 of the conversation
+(roles and contents), never Python's salted ``hash()``. The same conversation
+therefore always gets the same reply.
+
+Token counts in ``usage`` are whitespace-separated words: the prompt count
+adds up the words of every message's content, the completion count is the
+words of the reply.
+
+Policies are the modules in :data:`POLICY_MODULES`, each exposing ``POLICY``
+(see ``base.py``), imported lazily; one that is missing is logged and skipped.
+More can be added with ``AGENTGYM_REFERENCE_POLICIES``: comma-separated
+``module`` or ``module:ATTRIBUTE`` entries (default attribute ``POLICY``),
+tried before the built-in ones. The tests use this to register a test policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib
+import json
+import logging
+import os
+import random
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from pytest_agentgym.model.reference.base import Message, Policy
+
+log = logging.getLogger("pytest_agentgym.reference_agent")
+
+#: built-in policies, asked in this order
+POLICY_MODULES = (
+    "pytest_agentgym.model.reference.babyai",
+    "pytest_agentgym.model.reference.textcraft",
+    "pytest_agentgym.model.reference.maze",
+    "pytest_agentgym.model.reference.wordle",
+)
+
+#: extra policies to load: "module[:ATTR],module[:ATTR]"
+EXTRA_POLICIES_ENV = "AGENTGYM_REFERENCE_POLICIES"
+
+MODELS = ("reference", "random")
+OWNED_BY = "pytest-agentgym (scripted reference agent, not an LLM)"
+
+
+@dataclass
+class PolicySet:
+    """The policies that loaded, in the order they are asked, and what failed to load."""
+
+    policies: list[Policy] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+    def find(self, messages: Sequence[Message]) -> Policy | None:
+        for policy in self.policies:
+            if policy.recognizes(messages):
+                return policy
+        return None
+
+
+def _split_spec(spec: str) -> tuple[str, str]:
+    module, _, attr = spec.strip().partition(":")
+    return module, attr or "POLICY"
+
+
+def load_policies(extra: str | None = None) -> PolicySet:
+    """Import the extra policies named in ``extra`` (default: the environment
+    variable), then the built-in ones; log and skip any that cannot be imported."""
+    if extra is None:
+        extra = os.environ.get(EXTRA_POLICIES_ENV, "")
+    specs = [s for s in extra.split(",") if s.strip()] + list(POLICY_MODULES)
+    loaded = PolicySet()
+    for spec in specs:
+        module_name, attr = _split_spec(spec)
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+                log.warning("reference agent: policy module %s is not there (yet); skipping it", module_name)
+                loaded.missing.append(module_name)
+                continue
+            raise
+        policy = getattr(module, attr, None)
+        if policy is None:
+            log.warning("reference agent: %s has no %s; skipping it", module_name, attr)
+            loaded.missing.append(f"{module_name}:{attr}")
+            continue
+        loaded.policies.append(policy)
+    return loaded
+
+
+def conversation_seed(messages: Sequence[Message], seed: int, request_seed: int | None = None) -> int:
+    """A stable 64-bit seed for this conversation (same text, same seed, same number)."""
+    canonical = json.dumps(
+        {"seed": seed, "request_seed": request_seed,
+         "messages": [[str(m.get("role", "")), str(m.get("content", ""))] for m in messages]},
+        ensure_ascii=False, separators=(",", ":"),
+    )
+    return int.from_bytes(hashlib.sha256(canonical.encode()).digest()[:8], "big")
+
+
+def count_words(text: str) -> int:
+    """The token rule of this server: whitespace-separated words."""
+    return len(text.split())
+
+
+def _content_text(content: Any) -> str:
+    """A message's content as text (plain string, or OpenAI's list of text parts)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return str(content)
+
+
+def _error(status: int, message: str, *, kind: str = "invalid_request_error",
+           param: str | None = None, code: str | None = None) -> JSONResponse:
+    return JSONResponse(status_code=status, content={
+        "error": {"message": message, "type": kind, "param": param, "code": code}})
+
+
+def create_app(policy: str = "reference", latency_ms: float = 0.0, seed: int = 0,
+               policies: PolicySet | None = None) -> FastAPI:
+    """The FastAPI app. ``policy`` is the default mode ("reference" or "random")."""
+    if policy not in MODELS:
+        raise ValueError(f"policy must be one of {', '.join(MODELS)}, got {policy!r}")
+    loaded = policies if policies is not None else load_policies()
+    app = FastAPI(title="pytest-agentgym reference agent",
+                  description="A scripted reference agent, not an LLM.")
+    created = int(time.time())
+
+    @app.get("/")
+    async def about() -> dict[str, Any]:
+        return {
+            "name": "pytest-agentgym reference agent",
+            "what": "scripted reference agent, not an LLM",
+            "mode": policy,
+            "seed": seed,
+            "latency_ms": latency_ms,
+            "policies": [p.name for p in loaded.policies],
+            "missing": loaded.missing,
+        }
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [
+            {"id": name, "object": "model", "created": created, "owned_by": OWNED_BY}
+            for name in MODELS]}
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Any:
+        try:
+            body = await request.json()
+        except ValueError:
+            return _error(400, "the request body is not JSON")
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
+            return _error(400, "'messages' must be a non-empty list of {role, content}", param="messages")
+        model = body.get("model") or policy
+        if model not in MODELS:
+            return _error(404, f"the model {model!r} does not exist here; this scripted reference "
+                               f"agent serves {', '.join(MODELS)}", param="model", code="model_not_found")
+        if body.get("stream"):
+            return _error(400, "streaming is not supported by the reference agent; send stream: false",
+                          param="stream")
+        if body.get("n", 1) != 1:
+            return _error(400, "the reference agent gives exactly one choice; send n: 1", param="n")
+        messages = [{"role": str(m.get("role", "")), "content": _content_text(m.get("content"))}
+                    for m in body["messages"] if isinstance(m, dict)]
+        chosen = loaded.find(messages)
+        if chosen is None:
+            names = ", ".join(p.name for p in loaded.policies) or "none loaded"
+            return _error(400, f"no reference policy recognises this conversation (policies: {names}); "
+                               f"the reference agent only plays the lightweight environments from "
+                               f"their own observation text", param="messages", code="no_policy")
+        request_seed = body.get("seed") if isinstance(body.get("seed"), int) else None
+        rng = random.Random(conversation_seed(messages, seed, request_seed))
+        randomly = model == "random" or policy == "random"
+        try:
+            text = chosen.random_reply(messages, rng) if randomly else chosen.reply(messages, rng)
+        except Exception as exc:  # a bug in a policy: say which, keep serving
+            log.exception("reference agent: policy %s failed", chosen.name)
+            return _error(500, f"the {chosen.name} reference policy failed on this conversation: "
+                               f"{type(exc).__name__}: {exc}", kind="server_error", code="policy_failed")
+        if latency_ms > 0:
+            await asyncio.sleep(latency_ms / 1000.0)
+        prompt_tokens = sum(count_words(m["content"]) for m in messages)
+        completion_tokens = count_words(text)
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "system_fingerprint": f"reference-{chosen.name}",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                         "logprobs": None, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+        }
+
+    return app
+
+
+def run(host: str = "127.0.0.1", port: int = 8100, policy: str = "reference",
+        latency_ms: float = 0.0, seed: int = 0, log_level: str = "warning") -> None:
+    """Serve the reference agent in this process until interrupted (blocking)."""
+    import uvicorn
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    app = create_app(policy=policy, latency_ms=latency_ms, seed=seed)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, workers=1)

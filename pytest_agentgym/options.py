@@ -1,0 +1,159 @@
+"""The plugin's options: ``--agentgym-*`` flags, ``agentgym_*`` ini keys, ``AGENTGYM_*`` variables.
+
+Every option is declared once in :data:`OPTIONS`; the same row gives the flag,
+the ini key, the environment variable and the parse function. settings.py
+resolves them in one order: command line, environment variable, ini, then the
+suite YAML and the node profile, then the default.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import pytest
+
+
+def parse_positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise ValueError(f"expected a number >= 1, got {value}")
+    return value
+
+
+def parse_non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise ValueError(f"expected a number >= 0, got {value}")
+    return value
+
+
+def parse_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"expected a number of seconds, got {text!r}") from None
+    if value <= 0:
+        raise ValueError(f"expected a positive number of seconds, got {value:g}")
+    return value
+
+
+def parse_names(text: str) -> tuple[str, ...]:
+    names = tuple(part.strip() for part in str(text).split(",") if part.strip())
+    if not names:
+        raise ValueError("expected comma-separated names, e.g. BabyAI,Maze")
+    return names
+
+
+_TASK_PART = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
+
+
+def parse_tasks(text: str | int | list) -> tuple[int, ...]:
+    """``0-9,12`` -> (0, 1, ..., 9, 12); ranges are inclusive; order kept, duplicates dropped."""
+    if isinstance(text, bool):
+        raise ValueError(f"expected task indices, got {text!r}")
+    if isinstance(text, int):
+        return (text,)
+    parts = text if isinstance(text, list) else str(text).split(",")
+    out: list[int] = []
+    for part in parts:
+        if isinstance(part, int) and not isinstance(part, bool):
+            out.append(part)
+            continue
+        match = _TASK_PART.match(str(part))
+        if not match:
+            raise ValueError(
+                f"task spec {part!r} is not an index or an inclusive range like 0-9 "
+                "(write e.g. '0-9,12')"
+            )
+        low, high = int(match.group(1)), int(match.group(2) or match.group(1))
+        if high < low:
+            raise ValueError(f"task range {part!r} runs backwards; write {high}-{low}")
+        out.extend(range(low, high + 1))
+    return tuple(dict.fromkeys(out))
+
+
+def parse_text(text: str) -> str:
+    text = str(text).strip()
+    if not text:
+        raise ValueError("expected a non-empty value")
+    return text
+
+
+def parse_run_id(text: str) -> str:
+    text = parse_text(text)
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", text) or text in (".", "..", "latest"):
+        raise ValueError(
+            f"run id {text!r} must be letters, digits, '.', '_' or '-' (it names a directory) "
+            "and not 'latest'"
+        )
+    return text
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str  # settings field, e.g. "max_rounds"
+    metavar: str | None
+    help: str
+    parse: Callable[[str], Any] | None = None  # None: a flag
+    default_text: str = "none"
+
+    @property
+    def flag(self) -> str:
+        return "--agentgym-" + self.name.replace("_", "-")
+
+    @property
+    def dest(self) -> str:
+        return "agentgym_" + self.name
+
+    @property
+    def env_var(self) -> str:
+        return "AGENTGYM_" + self.name.upper()
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("node", "NAME|PATH", "node profile: a name under configs/nodes/ or a YAML file", parse_text, "local"),
+    Option("envs", "A,B", "only these environments", parse_names, "all in the suites"),
+    Option("tasks", "SPEC", "only these task indices, e.g. 0-9,12", parse_tasks, "the suite's"),
+    Option("repeat", "N", "run each task N times", parse_positive_int, "the suite's, else 1"),
+    Option("max_rounds", "N", "rounds per episode", parse_positive_int, "suite, node cap, env"),
+    Option("episode_timeout", "S", "wall-clock budget per episode in seconds", parse_seconds, "suite, node"),
+    Option("concurrency", "N", "episodes in flight at once (per process)", parse_positive_int, "node"),
+    Option("model", "NAME", "model name to request from the endpoint", parse_text, "node"),
+    Option("base_url", "URL", "any OpenAI-compatible endpoint (replaces the node's)", parse_text, "node"),
+    Option("api_key_env", "VAR", "environment variable holding the endpoint's API key", parse_text, "node"),
+    Option("checkpoint", "PATH", "serve this checkpoint with vLLM and evaluate it", parse_text, "none"),
+    Option("baseline", "DIR", "fail when mean reward drops below this run's", parse_text, "none"),
+    Option("max_drop", "X", "allowed drop of mean reward against the baseline", float, "0.05"),
+    Option("reports", "DIR", "where runs are written", parse_text, "reports"),
+    Option("run_id", "ID", "name of this run's directory", parse_run_id, "a timestamp"),
+    Option("seed", "N", "sampling seed sent to the model", parse_non_negative_int, "none"),
+    Option("retries", "N", "retries of an episode after an infrastructure error", parse_non_negative_int, "1"),
+    Option("nats", "URL", "publish events to this NATS server", parse_text, "node"),
+    Option("no_nats", None, "do not publish NATS events"),
+    Option("no_report", None, "do not write report.html"),
+    Option("preflight", None, "check model, environment servers and NATS, run no episode"),
+    Option("list_envs", None, "list configured environments with URL and health, run nothing"),
+)
+
+BY_NAME = {option.name: option for option in OPTIONS}
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("agentgym", "pytest-agentgym: evaluate LLM agents on AgentGym")
+    for option in OPTIONS:
+        if option.parse is None:
+            group.addoption(option.flag, action="store_true", default=None, dest=option.dest,
+                            help=f"{option.help}")
+            parser.addini(option.dest, f"{option.help} (bool)", type="bool", default=None)
+        else:
+            group.addoption(option.flag, metavar=option.metavar, default=None, dest=option.dest,
+                            help=f"{option.help} (default: {option.default_text})")
+            parser.addini(option.dest, f"{option.help} (default: {option.default_text})", default=None)

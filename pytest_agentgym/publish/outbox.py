@@ -1,0 +1,226 @@
+"""The outbox: events a run could not deliver to NATS, kept on disk until they are.
+
+    reports/<run_id>/outbox.jsonl            one event per line: {"subject", "msg_id", "payload"}
+    reports/<run_id>/outbox.delivered.jsonl  one line per event delivered later: {"msg_id", "at"}
+
+The publisher appends an event to ``outbox.jsonl`` when NATS was unreachable at
+the start of the run, or when the event could still not be delivered when the
+run closed its publisher. Each line is written with one ``write`` on a file
+opened for appending, so a run killed at any moment leaves whole lines.
+
+``pytest-agentgym publish-outbox reports/<run_id>`` (:func:`publish_outbox_cli`)
+delivers what is in the outbox and appends each delivered msg id to
+``outbox.delivered.jsonl`` at once; a second call skips those, so nothing is
+sent twice even long after JetStream's duplicate window has passed. The outbox
+itself is never rewritten: it stays the record of what the run could not send.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_agentgym.events import Event, utc_now
+
+OUTBOX_FILE = "outbox.jsonl"
+DELIVERED_FILE = "outbox.delivered.jsonl"
+
+
+def _append_line(path: Path, data: dict) -> None:
+    """Append one JSON line with a single write (whole lines even if killed or shared)."""
+    line = (json.dumps(data, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+class Outbox:
+    """The outbox file of one run and its record of what was delivered later."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    @classmethod
+    def of_run(cls, run_dir: str | Path) -> "Outbox":
+        """The outbox of a run directory (a path to a ``.jsonl`` file is taken as the outbox itself)."""
+        run_dir = Path(run_dir)
+        if run_dir.suffix == ".jsonl" and not run_dir.is_dir():
+            return cls(run_dir)
+        return cls(run_dir / OUTBOX_FILE)
+
+    @property
+    def delivered_path(self) -> Path:
+        return self.path.with_name(self.path.name.removesuffix(".jsonl") + ".delivered.jsonl")
+
+    def append(self, event: Event) -> None:
+        """Keep one event; raises OSError when the disk refuses (the publisher catches it)."""
+        _append_line(self.path, event.to_dict())
+
+    def read(self) -> tuple[list[Event], list[str]]:
+        """The events in file order, and one message per line that could not be read."""
+        events: list[Event] = []
+        problems: list[str] = []
+        if not self.path.exists():
+            return events, problems
+        with self.path.open(encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    events.append(Event.from_dict(json.loads(line)))
+                except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                    problems.append(f"{self.path}:{number}: skipped an unreadable line ({exc})")
+        return events, problems
+
+    def delivered_ids(self) -> set[str]:
+        """Msg ids recorded as delivered by an earlier ``publish_outbox``."""
+        if not self.delivered_path.exists():
+            return set()
+        ids = set()
+        with self.delivered_path.open(encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                try:
+                    ids.add(json.loads(line)["msg_id"])
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    continue  # a torn last line: that event is simply sent again
+        return ids
+
+    def mark_delivered(self, msg_id: str) -> None:
+        _append_line(self.delivered_path, {"msg_id": msg_id, "at": utc_now()})
+
+    def undelivered(self) -> tuple[list[Event], int, list[str]]:
+        """Events still to deliver (first of each msg id, file order), how many
+        distinct msg ids were delivered before, and the unreadable-line messages."""
+        events, problems = self.read()
+        done = self.delivered_ids()
+        seen: set[str] = set()
+        todo: list[Event] = []
+        already = 0
+        for event in events:
+            if event.msg_id in seen:
+                continue
+            seen.add(event.msg_id)
+            if event.msg_id in done:
+                already += 1
+            else:
+                todo.append(event)
+        return todo, already, problems
+
+
+@dataclass(frozen=True)
+class OutboxDelivery:
+    """What one :func:`publish_outbox` call did."""
+
+    outbox: str
+    url: str
+    mode: str  # "jetstream", "core", "unreachable" or "nothing to send"
+    total: int
+    already_delivered: int
+    delivered: int
+    duplicates: int
+    failed: int
+    unreadable: int
+    notes: tuple[str, ...] = ()
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0 and self.error is None
+
+
+def publish_outbox(
+    run_dir: str | Path,
+    url: str,
+    *,
+    jetstream: bool | str = "auto",
+    create_stream: bool = False,
+    stream: str = "AGENTGYM",
+    connect_timeout: float = 2.0,
+    ack_timeout: float = 2.0,
+) -> OutboxDelivery:
+    """Deliver the events of a run's outbox that were not delivered before.
+
+    With JetStream each event is published with its msg id and counted as
+    delivered once the stream acknowledges it (``duplicates`` counts those the
+    stream already had); on core NATS, once the server has answered a flush.
+    Each delivered msg id is recorded at once, so an interrupted call loses
+    nothing and a repeated call sends nothing twice.
+    """
+    return asyncio.run(_deliver(
+        Outbox.of_run(run_dir), url, jetstream=jetstream, create_stream=create_stream,
+        stream=stream, connect_timeout=connect_timeout, ack_timeout=ack_timeout,
+    ))
+
+
+async def _deliver(outbox: Outbox, url: str, **options) -> OutboxDelivery:
+    from pytest_agentgym.publish.publisher import NatsSender, NatsUnavailable
+
+    todo, already, problems = outbox.undelivered()
+    report = dict(outbox=str(outbox.path), url=url, total=len(todo) + already,
+                  already_delivered=already, unreadable=len(problems))
+    if not todo:
+        return OutboxDelivery(mode="nothing to send", delivered=0, duplicates=0, failed=0,
+                              notes=tuple(problems), **report)
+    sender = NatsSender(url, **options)
+    try:
+        notes = await sender.connect()
+    except NatsUnavailable as exc:
+        return OutboxDelivery(mode="unreachable", delivered=0, duplicates=0, failed=len(todo),
+                              notes=tuple(problems), error=str(exc), **report)
+    delivered = duplicates = failed = 0
+    error = None
+    try:
+        for index, event in enumerate(todo):
+            try:
+                duplicate = await sender.send(event)
+            except Exception as exc:  # noqa: BLE001 - any failure leaves the event in the outbox
+                failed += 1
+                error = f"{event.msg_id}: {type(exc).__name__}: {exc}"
+                if not sender.connected:
+                    failed += len(todo) - index - 1
+                    error = f"lost the connection to {url} ({error}); run publish-outbox again later"
+                    break
+                continue
+            outbox.mark_delivered(event.msg_id)
+            delivered += 1
+            duplicates += int(duplicate)
+    finally:
+        mode = sender.mode
+        await sender.close()
+    return OutboxDelivery(mode=mode, delivered=delivered, duplicates=duplicates, failed=failed,
+                          notes=tuple(notes) + tuple(problems), error=error, **report)
+
+
+def publish_outbox_cli(run_dir: str | Path, url: str) -> int:
+    """``pytest-agentgym publish-outbox RUN_DIR --nats URL``: 0 when everything is
+    delivered (or there was nothing to deliver), 1 when something is left, 2 for a bad RUN_DIR."""
+    run_dir = Path(run_dir)
+    if not run_dir.exists():
+        print(f"publish-outbox: {run_dir} does not exist; pass a run directory such as reports/latest",
+              file=sys.stderr)
+        return 2
+    outbox = Outbox.of_run(run_dir)
+    if not outbox.path.exists():
+        print(f"{outbox.path}: no outbox, nothing to deliver (every event of this run reached NATS)")
+        return 0
+    result = publish_outbox(run_dir, url)
+    for note in result.notes:
+        print(note)
+    via = f" to {url} via {result.mode}" if result.mode in ("jetstream", "core") else ""
+    already_stored = f" ({result.duplicates} already in the stream)" if result.duplicates else ""
+    print(f"{result.outbox}: {result.total} event(s); {result.already_delivered} delivered earlier, "
+          f"{result.delivered} delivered now{via}{already_stored}, {result.failed} not delivered")
+    if result.error:
+        print(f"publish-outbox: {result.error}", file=sys.stderr)
+    if not result.ok:
+        print(f"publish-outbox: {result.failed} event(s) stay in {result.outbox}; "
+              f"run the same command again once NATS at {url} is reachable", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,256 @@
+"""Resolve the run's settings once, into a frozen object kept in ``config.stash``.
+
+Order: command line, ``AGENTGYM_*`` environment variables, ini keys, then (per
+suite, in collect.py) the suite's YAML, then the node profile, then defaults.
+A bad key or value is a ``pytest.UsageError`` naming where it came from and the fix.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pytest_agentgym.envs.spec import (
+    DEFAULT_ENVS_FILE,
+    EnvConfigError,
+    EnvSpec,
+    load_specs,
+    spec_from_mapping,
+)
+from pytest_agentgym.options import BY_NAME, OPTIONS, Option
+
+PACKAGE_NODES = DEFAULT_ENVS_FILE.parent / "nodes"
+_PROFILE_KEYS = {"name", "description", "model", "limits", "nats", "envs", "vllm", "reference"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    node: str
+    node_file: Path
+    profile: dict[str, Any]
+    env_specs: dict[str, EnvSpec]
+    concurrency: int
+    reports: Path
+    run_id: str
+    retries: int
+    servers_mode: str
+    nats: str | None
+    command: str
+    envs: tuple[str, ...] | None = None
+    tasks: tuple[int, ...] | None = None
+    repeat: int | None = None
+    max_rounds: int | None = None
+    episode_timeout: float | None = None
+    node_max_rounds: int | None = None
+    node_episode_timeout: float = 300.0
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    checkpoint: str | None = None
+    baseline: str | None = None
+    max_drop: float = 0.05
+    seed: int | None = None
+    no_report: bool = False
+    preflight: bool = False
+    list_envs: bool = False
+    skip_envs: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def spec(self, name: str) -> EnvSpec:
+        for known, spec in self.env_specs.items():
+            if known.lower() == name.lower():
+                return spec
+        raise KeyError(name)
+
+
+def _raw(config: pytest.Config, option: Option) -> tuple[Any, str] | None:
+    """The first value given for ``option`` and where it came from, or None."""
+    value = config.getoption(option.dest, default=None)
+    if value is not None:
+        return value, option.flag
+    if option.env_var in os.environ:
+        return os.environ[option.env_var], f"environment variable {option.env_var}"
+    try:
+        value = config.getini(option.dest)
+    except ValueError:
+        value = None
+    if value not in (None, "", []):
+        return value, f"ini key {option.dest}"
+    return None
+
+
+def _value(config: pytest.Config, name: str) -> Any:
+    option = BY_NAME[name]
+    found = _raw(config, option)
+    if found is None:
+        return None
+    value, where = found
+    if option.parse is None:  # a flag
+        if isinstance(value, bool):
+            return value
+        return str(value).strip().lower() in ("1", "true", "yes", "on")
+    try:
+        return option.parse(value)
+    except ValueError as exc:
+        raise pytest.UsageError(f"{where}: {exc}") from None
+
+
+def find_node_file(name: str, rootdir: Path) -> Path:
+    """A node name (configs/nodes/NAME.yaml, project first, then the plugin's) or a file path."""
+    if name.endswith((".yaml", ".yml")) or os.sep in name or "/" in name:
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise pytest.UsageError(
+                f"--agentgym-node={name}: no such file; give a node name "
+                f"({', '.join(known_nodes(rootdir))}) or the path of a node YAML file"
+            )
+        return path
+    for directory in (rootdir / "configs" / "nodes", PACKAGE_NODES):
+        candidate = directory / f"{name}.yaml"
+        if candidate.is_file():
+            return candidate
+    raise pytest.UsageError(
+        f"--agentgym-node={name}: unknown node; known nodes: {', '.join(known_nodes(rootdir))} "
+        f"(files configs/nodes/<name>.yaml), or pass the path of a node YAML file"
+    )
+
+
+def known_nodes(rootdir: Path) -> list[str]:
+    names = set()
+    for directory in (rootdir / "configs" / "nodes", PACKAGE_NODES):
+        if directory.is_dir():
+            names.update(p.stem for p in directory.glob("*.yaml"))
+    return sorted(names)
+
+
+def load_profile(path: Path) -> dict[str, Any]:
+    try:
+        profile = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise pytest.UsageError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(profile, dict):
+        raise pytest.UsageError(f"{path}: a node profile must be a mapping of keys")
+    unknown = sorted(set(profile) - _PROFILE_KEYS)
+    if unknown:
+        raise pytest.UsageError(
+            f"{path}: unknown key(s) {', '.join(unknown)}; a node profile has "
+            f"{', '.join(sorted(_PROFILE_KEYS))} (see docs/model.md)"
+        )
+    return profile
+
+
+def _section(profile: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
+    section = profile.get(key) or {}
+    if not isinstance(section, dict):
+        raise pytest.UsageError(f"{path}: '{key}' must be a mapping, got {type(section).__name__}")
+    return section
+
+
+def load_env_specs(rootdir: Path, profile: dict[str, Any], node_file: Path) -> dict[str, EnvSpec]:
+    """The shipped envs.yaml, a project's configs/envs.yaml on top, then the node's overrides."""
+    try:
+        specs = load_specs(DEFAULT_ENVS_FILE)
+        project = rootdir / "configs" / "envs.yaml"
+        if project.is_file() and project.resolve() != DEFAULT_ENVS_FILE.resolve():
+            specs.update(load_specs(project))
+    except EnvConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    overrides = _section(_section(profile, "envs", node_file), "overrides", node_file)
+    for name, changes in overrides.items():
+        if name not in specs:
+            raise pytest.UsageError(
+                f"{node_file}: envs.overrides.{name}: unknown environment; known: {', '.join(specs)}"
+            )
+        if not isinstance(changes, dict):
+            raise pytest.UsageError(f"{node_file}: envs.overrides.{name} must be a mapping")
+        base = {k: v for k, v in specs[name].__dict__.items() if k != "name"}
+        base["success"] = specs[name].success.text
+        try:
+            specs[name] = spec_from_mapping(name, {**base, **changes}, str(node_file))
+        except EnvConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    return specs
+
+
+def rerun_command(config: pytest.Config, seed: int | None) -> str:
+    args = [a for a in config.invocation_params.args if not a.startswith("--agentgym-run-id")]
+    if seed is not None and not any(a.startswith("--agentgym-seed") for a in args):
+        args.append(f"--agentgym-seed={seed}")
+    return shlex.join(["pytest", *args])
+
+
+def resolve(config: pytest.Config) -> Settings:
+    rootdir = Path(config.rootpath)
+    values = {option.name: _value(config, option.name) for option in OPTIONS}
+    node = values["node"] or "local"
+    node_file = find_node_file(node, rootdir)
+    profile = load_profile(node_file)
+    limits = _section(profile, "limits", node_file)
+    envs_section = _section(profile, "envs", node_file)
+    nats_section = _section(profile, "nats", node_file)
+    specs = load_env_specs(rootdir, profile, node_file)
+    config.hook.pytest_agentgym_add_environments(config=config, specs=specs)
+
+    if values["envs"]:
+        unknown = [n for n in values["envs"] if n.lower() not in {s.lower() for s in specs}]
+        if unknown:
+            raise pytest.UsageError(
+                f"--agentgym-envs: unknown environment(s) {', '.join(unknown)}; "
+                f"known: {', '.join(specs)} (configs/envs.yaml)"
+            )
+    servers_mode = envs_section.get("servers", "spawn")
+    if servers_mode not in ("attach", "spawn"):
+        raise pytest.UsageError(
+            f"{node_file}: envs.servers is {servers_mode!r}; use 'attach' (servers already run) "
+            "or 'spawn' (start embedded or installed servers)"
+        )
+    concurrency = values["concurrency"] or limits.get("concurrency", 1)
+    if not isinstance(concurrency, int) or concurrency < 1:
+        raise pytest.UsageError(f"{node_file}: limits.concurrency must be a whole number >= 1")
+    nats = None if values["no_nats"] else (values["nats"] or nats_section.get("url"))
+    run_id = values["run_id"] or datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+    return Settings(
+        node=str(profile.get("name", node)),
+        node_file=node_file,
+        profile=profile,
+        env_specs=specs,
+        concurrency=concurrency,
+        reports=Path(values["reports"] or "reports"),
+        run_id=run_id,
+        retries=values["retries"] if values["retries"] is not None else 1,
+        servers_mode=servers_mode,
+        nats=nats,
+        command=rerun_command(config, values["seed"]),
+        envs=values["envs"],
+        tasks=values["tasks"],
+        repeat=values["repeat"],
+        max_rounds=values["max_rounds"],
+        episode_timeout=values["episode_timeout"],
+        node_max_rounds=limits.get("max_rounds"),
+        node_episode_timeout=float(limits.get("episode_timeout", 300)),
+        model=values["model"],
+        base_url=values["base_url"],
+        api_key_env=values["api_key_env"],
+        checkpoint=values["checkpoint"],
+        baseline=values["baseline"],
+        max_drop=values["max_drop"] if values["max_drop"] is not None else 0.05,
+        seed=values["seed"],
+        no_report=bool(values["no_report"]),
+        preflight=bool(values["preflight"]),
+        list_envs=bool(values["list_envs"]),
+        skip_envs=tuple(envs_section.get("skip", ()) or ()),
+    )
+
+
+SETTINGS_KEY = pytest.StashKey[Settings]()
+#: Messages of suite files that could not be loaded (turned into one UsageError).
+SUITE_ERRORS_KEY = pytest.StashKey[list]()
+#: The run's harness (run.EvaluationRun); created in pytest_configure.
+HARNESS_KEY = pytest.StashKey[Any]()
