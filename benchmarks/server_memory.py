@@ -1,0 +1,115 @@
+"""Does an embedded server's memory stay flat over many episodes?
+
+Starts ``python -m pytest_agentgym serve NAME`` (default ``babyai``) on a free
+loopback port, runs a warm-up, then N (default 1000) create/reset/step/close
+cycles over varied task indices, and prints the server process's resident set
+size (psutil) before and after the cycles, plus the figure at the halfway mark.
+Where the server has no ``/close`` (lmrlgym) the cycle ends without it, as the
+original clients do, and the figure includes the envs it keeps.
+
+    python benchmarks/server_memory.py [NAME] [--cycles 1000] [--steps 3] [--warmup 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import psutil
+
+from pytest_agentgym.envs import adapter_class
+from pytest_agentgym.envs.spec import load_default_specs
+
+#: Per server: an action every task accepts, and how many task indices to cycle over.
+WORKLOADS = {
+    "babyai": ("turn left", 400),
+    "textcraft": ("inventory", 544),
+    "lmrlgym": ("move up", 25),
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start(name: str) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest_agentgym", "serve", name, "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"server {name!r} exited with {proc.returncode}; try `pytest-agentgym serve {name}`")
+        try:
+            httpx.get(url + "/", timeout=1.0)
+            return proc, url
+        except httpx.TransportError:
+            time.sleep(0.05)  # polling for readiness
+    proc.terminate()
+    raise SystemExit(f"server {name!r} did not answer at {url} within 60 s")
+
+
+def rss_mb(proc: subprocess.Popen) -> float:
+    return psutil.Process(proc.pid).memory_info().rss / 2**20
+
+
+def cycles(http: httpx.Client, base: str, env: str, count: int, offset: int, steps: int,
+           action: str, tasks: int, has_close: bool) -> None:
+    adapter = adapter_class(env)()
+    for n in range(count):
+        index = (offset + n * 7) % tasks  # varied levels and seeds
+        env_id = http.post(base + "/create").json()["id"]
+        body = http.post(base + "/reset", json={"id": env_id, **adapter.reset_payload(index)}).json()
+        if isinstance(body, dict) and "error" in body:
+            raise SystemExit(f"/reset of task {index} failed: {body['error']}")
+        for _ in range(steps):
+            http.post(base + "/step", json={"id": env_id, "action": action})
+        if has_close:
+            assert http.post(base + "/close", json={"id": env_id}).json() is True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("name", nargs="?", default="babyai", help="embedded server (default: babyai)")
+    parser.add_argument("--cycles", type=int, default=1000, help="measured cycles (default: 1000)")
+    parser.add_argument("--steps", type=int, default=3, help="steps per cycle (default: 3)")
+    parser.add_argument("--warmup", type=int, default=50, help="cycles before the first figure (default: 50)")
+    args = parser.parse_args()
+    if args.name not in WORKLOADS:
+        raise SystemExit(f"unknown server {args.name!r}; choose one of {', '.join(WORKLOADS)}")
+    action, tasks = WORKLOADS[args.name]
+    spec = next(s for s in load_default_specs().values() if s.embedded == args.name)
+    proc, url = start(args.name)
+    base = spec.base_url(url)
+    try:
+        with httpx.Client(timeout=60) as http:
+            run = lambda count, offset: cycles(  # noqa: E731
+                http, base, spec.name, count, offset, args.steps, action, tasks, spec.has_close)
+            run(args.warmup, 0)
+            before = rss_mb(proc)
+            started = time.perf_counter()
+            run(args.cycles // 2, args.warmup)
+            middle = rss_mb(proc)
+            run(args.cycles - args.cycles // 2, args.warmup + args.cycles // 2)
+            after = rss_mb(proc)
+            elapsed = time.perf_counter() - started
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    print(f"{args.name} ({spec.name}): {args.cycles} cycles of create/reset/{args.steps} steps"
+          f"{'/close' if spec.has_close else ''} after {args.warmup} warm-up cycles, {elapsed:.1f} s")
+    print(f"  RSS before {before:.1f} MiB, halfway {middle:.1f} MiB, after {after:.1f} MiB "
+          f"(change {after - before:+.1f} MiB)")
+
+
+if __name__ == "__main__":
+    main()
