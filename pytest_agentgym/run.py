@@ -55,6 +55,13 @@ class ModelAdapter:
         await self._client.aclose()
 
 
+def _model_name_for(kind: str, model: str) -> str:
+    """--agentgym-model for one endpoint: TensorZero wants ``tensorzero::model_name::X``."""
+    if kind == "tensorzero" and not model.startswith("tensorzero::"):
+        return f"tensorzero::model_name::{model}"
+    return model
+
+
 def _git_commit() -> str | None:
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
@@ -111,8 +118,9 @@ class EvaluationRun:
                                           "--agentgym-base-url")
                 ms = dataclasses.replace(ms, endpoints=(endpoint,))
             elif s.model:
-                ms = dataclasses.replace(ms, endpoints=tuple(
-                    dataclasses.replace(e, model=s.model) for e in ms.endpoints))
+                primary, *fallbacks = ms.endpoints  # the fallbacks keep their own models
+                primary = dataclasses.replace(primary, model=_model_name_for(primary.kind, s.model))
+                ms = dataclasses.replace(ms, endpoints=(primary, *fallbacks))
             if s.checkpoint:
                 ms = ms.with_checkpoint(s.checkpoint)
             if s.api_key_env:
@@ -164,7 +172,10 @@ class EvaluationRun:
             if s.servers_mode == "attach":
                 specs = {n: sp if sp.url else sp.with_overrides(url=sp.default_url()) for n, sp in specs.items()}
             self.run_dir.logs.mkdir(parents=True, exist_ok=True)
-            self._pool = ServerPool(specs, log_dir=self.run_dir.logs, attach_running=False)
+            # spawn: always fresh servers on free ports; auto: attach to what answers on
+            # the configured port, spawn the rest; attach: every URL must already answer.
+            self._pool = ServerPool(specs, log_dir=self.run_dir.logs,
+                                    attach_running=s.servers_mode == "auto")
         for name in names:
             if name not in self._env_urls:
                 self._pool.start(name)

@@ -27,7 +27,7 @@ from pytest_agentgym.envs.spec import (
 from pytest_agentgym.options import BY_NAME, OPTIONS, Option
 
 PACKAGE_NODES = DEFAULT_ENVS_FILE.parent / "nodes"
-_PROFILE_KEYS = {"name", "description", "model", "limits", "nats", "envs", "vllm", "reference"}
+_PROFILE_KEYS = {"name", "description", "model", "limits", "nats", "envs", "vllm"}
 
 
 @dataclass(frozen=True)
@@ -206,10 +206,11 @@ def resolve(config: pytest.Config) -> Settings:
                 f"known: {', '.join(specs)} (configs/envs.yaml)"
             )
     servers_mode = envs_section.get("servers", "spawn")
-    if servers_mode not in ("attach", "spawn"):
+    if servers_mode not in ("attach", "spawn", "auto"):
         raise pytest.UsageError(
-            f"{node_file}: envs.servers is {servers_mode!r}; use 'attach' (servers already run) "
-            "or 'spawn' (start embedded or installed servers)"
+            f"{node_file}: envs.servers is {servers_mode!r}; use 'attach' (servers already run), "
+            "'spawn' (start embedded or installed servers on free ports) or 'auto' (attach to "
+            "what answers on the configured port, spawn the rest)"
         )
     concurrency = values["concurrency"] or limits.get("concurrency", 1)
     if not isinstance(concurrency, int) or concurrency < 1:
