@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_agentgym import collect, options
+from pytest_agentgym.fixtures import agentgym_episode, agentgym_run  # noqa: F401  (registered here)
 from pytest_agentgym.settings import HARNESS_KEY, SETTINGS_KEY, SUITE_ERRORS_KEY, resolve
 
 _RECORD_ATTR = "agentgym_record"

@@ -337,6 +337,34 @@ class EvaluationRun:
             self._adapter(item.suite.environment)
         return self._engine.submit(item.nodeid, self.request_for(item)).result()
 
+    def play(self, key: str, env: str, task_index: int, *, repeat: int, max_rounds: int | None,
+             episode_timeout: float | None, sampling: dict[str, Any], min_reward: float | None,
+             nodeid: str) -> EpisodeRecord:
+        """One episode for the ``agentgym_episode`` fixture; blocks until it ends."""
+        s = self.settings
+        try:
+            spec = s.spec(env)
+        except KeyError:
+            raise ValueError(f"unknown environment {env!r}; known: {', '.join(s.env_specs)}") from None
+        if self._engine is None:
+            self._begin([spec.name])
+        if spec.name not in self._adapters:
+            self.start_envs([spec.name])
+            self._adapter(spec.name)
+        rounds = max_rounds or min(spec.max_rounds, s.node_max_rounds or spec.max_rounds)
+        request = EpisodeRequest(
+            run_id=s.run_id, spec=spec, task_index=task_index, repeat=repeat,
+            limits=EpisodeLimits(max_rounds=s.max_rounds or rounds,
+                                 timeout_s=s.episode_timeout or episode_timeout or s.node_episode_timeout,
+                                 retries=s.retries),
+            min_reward=min_reward, nodeid=nodeid, node=s.node, checkpoint=s.checkpoint,
+            sampling=dict(sampling),
+        )
+        record = self._engine.submit(key, request).result()
+        if self.worker is None:
+            self.episode_reported(record.to_dict())
+        return record
+
     def _episode_finished(self, record: EpisodeRecord) -> None:
         """Engine thread: the episode is on disk before anything else happens."""
         self.run_dir.append_episode(record)

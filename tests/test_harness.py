@@ -232,3 +232,21 @@ def test_bad_environment_variable_names_the_variable(pytester, monkeypatch):
     result = run(pytester, "suites", f"--agentgym-node={node}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*environment variable AGENTGYM_CONCURRENCY: expected a whole number, got 'zero'*"])
+
+
+def test_python_api_plays_episodes_with_the_tests_own_assertions(pytester):
+    node = make_project(pytester)
+    pytester.makepyfile(test_api="""
+        def test_one_step_from_the_goal(agentgym_episode):
+            record = agentgym_episode("Maze", 18)
+            assert record.success and record.rounds == 1
+
+        def test_an_assertion_of_the_users_own(agentgym_episode):
+            record = agentgym_episode("Wordle", 3, max_rounds=1)
+            assert record.rounds == 2, f"rounds were {record.rounds}"
+    """)
+    result = run(pytester, "test_api.py", f"--agentgym-node={node}", "--agentgym-run-id=api")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*rounds were 1*", "*1 failed, 1 passed*"])
+    recorded = {(r["env"], r["task_index"]) for r in episodes(pytester, "api")}
+    assert recorded == {("Maze", 18), ("Wordle", 3)}
