@@ -1,0 +1,395 @@
+"""Render a run directory's results into one self-contained ``report.html``.
+
+The page is built from ``run.json`` and ``episodes.jsonl`` alone (read through
+:class:`pytest_agentgym.store.RunDir`), so ``pytest-agentgym report RUN_DIR``
+gives the same page as the end of the run. Everything is inside the file: CSS,
+script and SVG charts are inlined and nothing is fetched, so it opens from
+disk, a CI artifact or an e-mail attachment on a machine without network.
+
+How the page stays fast with 10,000 episodes:
+
+* The server-rendered part (header, per-environment summary, gate verdicts,
+  charts) is small. The full episode list is also server-rendered, inside
+  ``<noscript>``: a browser with scripts on keeps it as unparsed text, one
+  with scripts off shows it as a table.
+* With scripts on, the episode table is drawn one page at a time from a
+  compact index (``<script type="application/json" id="episode-index">``) and
+  sorts and filters there.
+* Trajectories sit in separate data chunks of about 256 KB that are parsed
+  only when an episode is opened (``#episode=<id>`` in the URL). Above
+  :data:`COMPRESS_ABOVE` bytes of trajectories the chunks are gzip-compressed
+  and base64-encoded; the page inflates them with ``DecompressionStream``.
+
+Everything that comes from models and servers is escaped: jinja2 autoescapes
+HTML, :func:`script_json` turns ``<``, ``>`` and ``&`` inside embedded JSON
+into ``\\u003c`` etc. so that a ``</script>`` in a reply cannot end the data
+block, and the page's script writes data with ``textContent`` only.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import operator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import jinja2
+from markupsafe import Markup
+
+from pytest_agentgym.aggregate import EnvSummary, summarize
+from pytest_agentgym.report import charts
+from pytest_agentgym.results import EpisodeRecord, RunInfo
+from pytest_agentgym.store import RunDir
+
+REPORT_FILE = "report.html"
+#: Trajectory data (uncompressed JSON bytes) above which chunks are gzipped.
+COMPRESS_ABOVE = 2_000_000
+#: Target size of one trajectory chunk (uncompressed JSON bytes).
+CHUNK_BYTES = 256_000
+#: Episodes per page of the script-driven episode table.
+PAGE_SIZE = 100
+#: Turn fields, in the order each turn is stored in the embedded JSON.
+TURN_FIELDS = ("index", "observation", "reply", "action", "feedback", "reward", "done",
+               "model_latency_s", "env_latency_s", "prompt_tokens", "completion_tokens", "score")
+
+_TEMPLATES = resources.files("pytest_agentgym.report") / "templates"
+
+
+def render_run_dir(run_dir: str | Path, output: str | Path | None = None, *,
+                   compress: bool | None = None) -> Path:
+    """Write the report of ``run_dir`` to ``output`` (default ``RUN_DIR/report.html``).
+
+    ``compress``: None picks gzip for large runs (see :data:`COMPRESS_ABOVE`);
+    True or False forces it on or off. Returns the path written.
+    """
+    run = RunDir(run_dir)
+    info = run.read_info()
+    episodes = run.read_episodes()
+    baseline, baseline_note = load_baseline(info, run.path)
+    parts = page_parts(info, episodes, baseline=baseline, baseline_note=baseline_note,
+                       compress=compress, source=str(run.path))
+    target = Path(output) if output is not None else run.path / REPORT_FILE
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        handle.writelines(parts)  # streamed: a 10,000-episode page is never one string
+    tmp.replace(target)
+    return target
+
+
+def load_baseline(info: RunInfo, run_path: Path) -> tuple[dict[str, EnvSummary] | None, str]:
+    """Summaries of the baseline run named in ``run.json``, if it can still be read.
+
+    A relative path is tried from the working directory, then next to the run
+    directory. When it cannot be read the report says so and shows only the
+    baseline gate verdicts recorded in ``run.json``.
+    """
+    if not info.baseline:
+        return None, ""
+    given = Path(info.baseline)
+    candidates = [given] if given.is_absolute() else [given, run_path.parent / given,
+                                                      run_path.parent / given.name]
+    for candidate in candidates:
+        if (candidate / "run.json").is_file():
+            try:
+                return summarize(RunDir(candidate).read_episodes()), ""
+            except (OSError, ValueError) as exc:
+                return None, f"baseline run {candidate} could not be read ({exc})"
+    return None, (f"baseline run {info.baseline} was not found from here; "
+                  "showing the baseline verdicts recorded in run.json only")
+
+
+def outcome_of(record: EpisodeRecord) -> str:
+    """passed / failed / error, also for records written without ``outcome``."""
+    if record.error is not None or record.outcome == "error":
+        return "error"
+    if record.outcome:
+        return record.outcome
+    return "passed" if record.success else "failed"
+
+
+def script_json(data: Any) -> Markup:
+    """JSON that is safe inside ``<script type="application/json">``.
+
+    ``<``, ``>`` and ``&`` become ``\\u003c``, ``\\u003e`` and ``\\u0026``
+    (JSON.parse reads them back unchanged), so no string can close the tag or
+    open a comment; U+2028/U+2029 are escaped for older JavaScript parsers.
+    """
+    return escape_json_text(json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
+
+
+def escape_json_text(text: str) -> Markup:
+    """The escaping of :func:`script_json`, applied to JSON text already made."""
+    for raw, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
+                         ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        text = text.replace(raw, escaped)
+    return Markup(text)
+
+
+# --------------------------------------------------------------------------- view model
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One block of trajectories as embedded in the page."""
+
+    number: int
+    encoding: str  # "json" or "gzip-base64"
+    text: Markup
+
+
+def _finite(value: float | None) -> float | None:
+    """JSON has no NaN or infinity; such rewards are shown as missing."""
+    if value is None or value != value or value in (float("inf"), float("-inf")):
+        return None
+    return value
+
+
+_TURN_VALUES = operator.attrgetter(*TURN_FIELDS)
+_OBSERVATION = TURN_FIELDS.index("observation")
+
+
+def _sanitize(value: Any) -> Any:
+    """Replace NaN and infinities (which JSON cannot carry) by None, recursively."""
+    if isinstance(value, float):
+        return _finite(value)
+    if isinstance(value, dict):
+        return {k: _sanitize(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_sanitize(v) for v in value]
+    return value
+
+
+def trajectory_json(record: EpisodeRecord) -> str:
+    """The part of an episode that the page reads only when the episode is opened.
+
+    Each turn is a list in :data:`TURN_FIELDS` order. A turn's observation is
+    stored as null when it repeats the previous turn's feedback (the usual case:
+    the feedback is what the model sees next), which saves about a third.
+    """
+    turns = []
+    previous_feedback = None
+    for turn in record.turns:
+        values = list(_TURN_VALUES(turn))
+        if values[_OBSERVATION] == previous_feedback:
+            values[_OBSERVATION] = None
+        previous_feedback = turn.feedback
+        turns.append(values)
+    data = {
+        "model": record.model, "checkpoint": record.checkpoint, "node": record.node,
+        "nodeid": record.nodeid, "started_at": record.started_at, "min_reward": record.min_reward,
+        "score": record.score, "prompt_tokens": record.prompt_tokens,
+        "completion_tokens": record.completion_tokens, "error": _error(record.error),
+        "retried": [_error(e) for e in record.retried], "turns": turns,
+    }
+    try:
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        return json.dumps(_sanitize(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _error(error) -> dict[str, str] | None:
+    return None if error is None else {"type": error.type, "message": error.message, "where": error.where}
+
+
+def _index_row(record: EpisodeRecord, env_number: int, chunk: int, position: int,
+               run_id: str) -> dict[str, Any]:
+    """What the episode table needs of one episode (short keys: 10,000 of these load at once)."""
+    row: dict[str, Any] = {
+        "e": env_number, "t": record.task_index, "r": record.repeat, "o": outcome_of(record),
+        "w": _finite(record.reward), "s": int(record.success), "n": record.rounds,
+        "k": record.prompt_tokens + record.completion_tokens,
+        "d": round(_finite(record.duration_s) or 0.0, 2), "x": record.stop_reason,
+        "a": record.attempts, "c": chunk, "p": position,
+    }
+    if record.run_id != run_id:
+        row["i"] = record.episode_id  # the page derives the id only for the run's own episodes
+    if record.error is not None:
+        row["err"] = f"{record.error.type} ({record.error.where})"
+    return row
+
+
+def build_payload(episodes: Sequence[EpisodeRecord], envs: Sequence[str], compress: bool | None,
+                  run_id: str = "") -> tuple[list[dict[str, Any]], list[Chunk], bool]:
+    """The episode index (one small dict per episode, in file order) and the trajectory chunks.
+
+    Trajectories are packed environment by environment, so that similar text
+    sits together and compresses better; each index row says where its
+    trajectory is (chunk ``c``, position ``p``).
+    """
+    env_number = {env: n for n, env in enumerate(envs)}
+    order = sorted(range(len(episodes)), key=lambda n: env_number[episodes[n].env])
+    placement: list[tuple[int, int]] = [(0, 0)] * len(episodes)
+    pieces: list[list[str]] = [[]]
+    size = total = 0
+    for number in order:
+        text = trajectory_json(episodes[number])
+        if size and size + len(text) > CHUNK_BYTES:
+            pieces.append([])
+            size = 0
+        placement[number] = (len(pieces) - 1, len(pieces[-1]))
+        pieces[-1].append(text)
+        size += len(text) + 1
+        total += len(text) + 1
+    if not pieces[-1]:
+        pieces.pop()
+    index = [_index_row(record, env_number[record.env], *placement[n], run_id)
+             for n, record in enumerate(episodes)]
+    zipped = total > COMPRESS_ABOVE if compress is None else compress
+    chunks = []
+    for number, texts in enumerate(pieces):
+        raw = "[" + ",".join(texts) + "]"
+        if zipped:
+            packed = gzip.compress(raw.encode("utf-8"), compresslevel=6, mtime=0)
+            chunks.append(Chunk(number, "gzip-base64", Markup(base64.b64encode(packed).decode("ascii"))))
+        else:
+            chunks.append(Chunk(number, "json", escape_json_text(raw)))
+    return index, chunks, zipped
+
+
+def _parse_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min {secs:02d} s"
+
+
+def _header(info: RunInfo) -> dict[str, Any]:
+    start, end = _parse_time(info.started_at), _parse_time(info.ended_at)
+    if info.ended_at is None:
+        duration = "unfinished (no end time recorded yet)"
+    elif start and end:
+        duration = format_duration((end - start).total_seconds())
+    else:
+        duration = "—"
+    return {
+        "date": start.strftime("%Y-%m-%d %H:%M:%S %Z") if start else info.started_at,
+        "duration": duration,
+        "running": info.ended_at is None,
+    }
+
+
+def _describe(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _env_order(info: RunInfo, episodes: Sequence[EpisodeRecord]) -> list[str]:
+    order = list(dict.fromkeys(info.environments))
+    for record in episodes:
+        if record.env not in order:
+            order.append(record.env)
+    return order
+
+
+def _env_rows(envs: Sequence[str], summaries: dict[str, EnvSummary],
+              gates: Sequence[dict[str, Any]], baseline: dict[str, EnvSummary] | None) -> list[dict[str, Any]]:
+    rows = []
+    for env in envs:
+        summary = summaries.get(env)
+        verdicts = [g for g in gates if g.get("env") == env]
+        base = baseline.get(env) if baseline else None
+        delta = None
+        if base and base.mean_reward is not None and summary and summary.mean_reward is not None:
+            delta = summary.mean_reward - base.mean_reward
+        rows.append({"env": env, "s": summary, "gates": verdicts, "baseline": base, "delta": delta,
+                     "failed_gates": sum(1 for g in verdicts if not g.get("passed"))})
+    return rows
+
+
+def _charts(envs: Sequence[str], episodes: Sequence[EpisodeRecord]) -> list[dict[str, Any]]:
+    result = []
+    by_env: dict[str, list[EpisodeRecord]] = {}
+    for record in episodes:
+        by_env.setdefault(record.env, []).append(record)
+    for number, env in enumerate(envs):
+        mine = by_env.get(env, [])
+        if not mine:
+            continue
+        rewards = [r.reward for r in mine if r.error is None and _finite(r.reward) is not None]
+        cells = charts.task_cells((r.task_index, outcome_of(r)) for r in mine)
+        result.append({"env": env, "histogram": charts.reward_histogram(env, rewards),
+                       "grid": charts.outcome_grid(env, cells, number), "tasks": len(cells)})
+    return result
+
+
+def _bars(envs: Sequence[str], summaries: dict[str, EnvSummary]) -> Markup | None:
+    bars = [charts.EnvBar(env, summaries[env].mean_reward, summaries[env].reward_ci95,
+                          summaries[env].success_rate, summaries[env].success_ci95)
+            for env in envs if env in summaries]
+    return charts.env_bars(bars) if bars else None
+
+
+def _asset(name: str) -> Markup:
+    """A CSS or JS file shipped with the templates, inlined as is (trusted text)."""
+    text = (_TEMPLATES / name).read_text(encoding="utf-8")
+    if "</script" in text.lower() or "</style" in text.lower():
+        raise ValueError(f"{name} must not contain a closing </script> or </style> tag")
+    return Markup(text)
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("pytest_agentgym.report", "templates"),
+        autoescape=True, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined,
+    )
+    env.filters["num"] = lambda v, fmt=".3f": "—" if v is None else format(v, fmt)
+    env.filters["pct"] = lambda v: "—" if v is None else f"{v:.1%}"
+    env.filters["duration"] = format_duration
+    env.filters["describe"] = _describe
+    return env
+
+
+def render_html(info: RunInfo, episodes: Sequence[EpisodeRecord], **options: Any) -> str:
+    """The report page as one string; ``options`` are those of :func:`page_parts`."""
+    return "".join(page_parts(info, episodes, **options))
+
+
+def page_parts(info: RunInfo, episodes: Sequence[EpisodeRecord], *,
+               baseline: dict[str, EnvSummary] | None = None, baseline_note: str = "",
+               compress: bool | None = None, source: str = "") -> Iterator[str]:
+    """The report page as a stream of text pieces (see the module docstring for its parts).
+
+    ``baseline`` holds the baseline run's summaries (see :func:`load_baseline`),
+    ``source`` the run directory, shown with the command that renders it again.
+    """
+    envs = _env_order(info, episodes)
+    summaries = summarize(episodes)
+    gates = [dict(g) for g in info.gates]
+    index, chunks, zipped = build_payload(episodes, envs, compress, info.run_id)
+    outcomes = {k: 0 for k in ("passed", "failed", "error")}
+    for row in index:
+        outcomes[row["o"]] = outcomes.get(row["o"], 0) + 1
+    meta = {"run_id": info.run_id, "envs": envs, "page_size": PAGE_SIZE, "encoding":
+            "gzip-base64" if zipped else "json", "turn_fields": list(TURN_FIELDS)}
+    template = _environment().get_template("report.html.j2")
+    return template.generate(
+        info=info, head=_header(info), envs=envs, env_rows=_env_rows(envs, summaries, gates, baseline),
+        gates=gates, failed_gates=[g for g in gates if not g.get("passed")],
+        baseline_summaries=baseline, baseline_note=baseline_note,
+        bars=_bars(envs, summaries), env_charts=_charts(envs, episodes),
+        legend=charts.outcome_legend(), episodes=episodes, listing=list(zip(index, episodes)),
+        outcomes=outcomes,
+        chunks=chunks, index_json=script_json(index), meta_json=script_json(meta),
+        style=_asset("report.css"), script=_asset("report.js"), source=source,
+        rerender=f"pytest-agentgym report {source}" if source else "pytest-agentgym report RUN_DIR",
+        generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+    )
