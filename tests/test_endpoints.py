@@ -26,13 +26,8 @@ from pytest_agentgym.model.endpoints import (
     parse_endpoint,
     probe,
 )
-from pytest_agentgym.model.vllm import (
-    LaunchError,
-    ManagedServer,
-    VLLMOptions,
-    VLLMServer,
-    vllm_command,
-)
+from pytest_agentgym.model.vllm import LaunchError, VLLMOptions, VLLMServer, vllm_command
+from pytest_agentgym.servers.process import HEALTH_ENDPOINT, ManagedServer
 
 NODES = Path(__file__).resolve().parents[1] / "pytest_agentgym" / "configs" / "nodes"
 
@@ -108,7 +103,7 @@ def test_4090_profile_is_tensorzero_then_ollama():
     assert (model.request_timeout, model.retries, model.api_key_env) == (120, 3, None)
     assert profile["limits"] == {"max_rounds": 15, "episode_timeout": 300, "concurrency": 1}
     assert profile["nats"]["url"] == "nats://localhost:4222"
-    assert profile["envs"]["servers"] == "attach"
+    assert profile["envs"]["servers"] == "auto"
 
 
 def test_local_profile_is_the_reference_agent_with_spawned_servers():
@@ -116,7 +111,7 @@ def test_local_profile_is_the_reference_agent_with_spawned_servers():
     (endpoint,) = ModelSettings.from_profile(profile).endpoints
     assert endpoint.kind == "reference" and endpoint.launched
     assert profile["limits"]["concurrency"] == 4 and profile["limits"]["episode_timeout"] == 60
-    assert profile["nats"]["url"] == "nats://127.0.0.1:4222"
+    assert profile["nats"]["url"] is None  # off on a laptop; --agentgym-nats turns it on
     assert profile["envs"]["servers"] == "spawn"
 
 
@@ -269,10 +264,9 @@ def wait_gone(pids, timeout=10.0) -> list[int]:
 
 
 def test_managed_server_waits_for_health_and_stop_leaves_no_process(tmp_path):
-    port = free_port()
-    server = ManagedServer([sys.executable, "-c", CHILD_SERVER, str(port), "with-grandchild"],
-                           health_url=f"http://127.0.0.1:{port}/health", log_path=tmp_path / "s.log")
-    server.start()
+    server = ManagedServer("child", command=[sys.executable, "-c", CHILD_SERVER, "{port}", "with-grandchild"],
+                           health=HEALTH_ENDPOINT, log_path=tmp_path / "s.log")
+    server.spawn()
     try:
         took = server.wait_ready(timeout=30, poll_interval=0.05)
         assert took < 30
@@ -284,10 +278,9 @@ def test_managed_server_waits_for_health_and_stop_leaves_no_process(tmp_path):
 
 
 def test_a_server_that_dies_before_binding_reports_exit_code_and_log(tmp_path):
-    server = ManagedServer([sys.executable, "-c", "print('cannot load weights'); raise SystemExit(3)"],
-                           health_url=f"http://127.0.0.1:{free_port()}/health", log_path=tmp_path / "d.log",
-                           name="dying server")
-    server.start()
+    server = ManagedServer("dying", command=[sys.executable, "-c", "print('cannot load weights'); raise SystemExit(3)"],
+                           health=HEALTH_ENDPOINT, log_path=tmp_path / "d.log", label="dying server")
+    server.spawn()
     with pytest.raises(LaunchError) as caught:
         server.wait_ready(timeout=30, poll_interval=0.05)
     message = str(caught.value)
@@ -295,27 +288,28 @@ def test_a_server_that_dies_before_binding_reports_exit_code_and_log(tmp_path):
 
 
 def test_a_server_that_never_gets_healthy_is_stopped_after_the_timeout(tmp_path):
-    server = ManagedServer([sys.executable, "-c", "import time; time.sleep(600)"],
-                           health_url=f"http://127.0.0.1:{free_port()}/health", log_path=tmp_path / "n.log")
-    server.start()
+    server = ManagedServer("silent", command=[sys.executable, "-c", "import time; time.sleep(600)"],
+                           health=HEALTH_ENDPOINT, log_path=tmp_path / "n.log")
+    server.spawn()
+    pid = server.pid
     started = time.monotonic()
     with pytest.raises(LaunchError, match="did not answer .* within 1 s"):
         server.wait_ready(timeout=1.0, poll_interval=0.05)
     assert time.monotonic() - started < 20
-    assert wait_gone([server.pid]) == []
+    assert wait_gone([pid]) == []
 
 
 def test_children_die_with_the_process_that_launched_them(tmp_path):
-    """PR_SET_PDEATHSIG: a launcher killed with SIGKILL takes its server along."""
-    port = free_port()
+    """PR_SET_PDEATHSIG: a launcher killed with SIGKILL takes its server along
+    (with SIGTERM, the death signal the model side's launches use)."""
     pid_file = tmp_path / "child.pid"
     launcher = textwrap.dedent(f"""
-        import sys, time
-        from pytest_agentgym.model.vllm import ManagedServer
-        server = ManagedServer([sys.executable, "-c", {CHILD_SERVER!r}, "{port}"],
-                               health_url="http://127.0.0.1:{port}/", log_path={str(tmp_path / 'c.log')!r})
+        import signal, sys, time
+        from pytest_agentgym.servers.process import HEALTH_ENDPOINT, ManagedServer
+        server = ManagedServer("child", command=[sys.executable, "-c", {CHILD_SERVER!r}, "{{port}}"],
+                               health=HEALTH_ENDPOINT, death_signal=signal.SIGTERM,
+                               log_path={str(tmp_path / 'c.log')!r}, startup_timeout=30)
         server.start()
-        server.wait_ready(30, 0.05)
         open({str(pid_file)!r}, "w").write(str(server.pid))
         time.sleep(600)
     """)

@@ -224,7 +224,7 @@ def test_charts_show_the_data():
     page = parse(grid)
     fills = [attrs["fill"] for tag, attrs in page.tags if tag == "rect"]
     assert fills == [charts.OUTCOME_COLOURS[s] for s in ("failed", "error", "mixed")]
-    assert 'data-env="3"' in grid and "Env&lt;1&gt;" in grid and "task 2: 1 failed, 1 passed" in grid
+    assert 'data-env="3"' in grid and "Env&lt;1&gt;" in grid and "task 2: 1 no success, 1 success" in grid
 
     # A two-episode interval (-4.8, 5.6) does not stretch the [0, 1] axis; its tooltip keeps it whole.
     bars = str(charts.env_bars([charts.EnvBar("Maze", 0.41, (-4.8, 5.6), 0.5)]))

@@ -135,7 +135,7 @@ class TaskCell:
         return "mixed"
 
     def describe(self) -> str:
-        parts = [f"{n} {k}" for k, n in sorted(self.counts.items()) if n]
+        parts = [f"{n} {GRID_LABELS.get(k, k)}" for k, n in sorted(self.counts.items()) if n]
         return f"task {self.task_index}: " + ", ".join(parts)
 
 
@@ -271,10 +271,15 @@ def _reward_tip(bar: EnvBar) -> str:
     return text
 
 
+#: What the grid's colours mean, in words (the grid shows success, not the pytest outcome).
+GRID_LABELS = {"passed": "success", "failed": "no success", "mixed": "mixed repeats", "error": "error"}
+
+
 def outcome_legend() -> Markup:
-    """A small key of the outcome colours, in words."""
+    """A small key of the outcome grid's colours, in words."""
     items = [
-        f'<span class="key"><span class="swatch" style="background:{colour}"></span>{escape(name)}</span>'
+        f'<span class="key"><span class="swatch" style="background:{colour}"></span>'
+        f'{escape(GRID_LABELS.get(name, name))}</span>'
         for name, colour in OUTCOME_COLOURS.items()
     ]
     return Markup('<span class="legend">' + "".join(items) + "</span>")

@@ -104,6 +104,15 @@ def load_baseline(info: RunInfo, run_path: Path) -> tuple[dict[str, EnvSummary] 
                   "showing the baseline verdicts recorded in run.json only")
 
 
+def success_of(record: EpisodeRecord) -> str:
+    """What the outcome grid shows: did the episode meet its environment's success
+    rule ("passed"), not ("failed"), or end in an error. Unlike the pytest outcome,
+    this does not depend on whether the suite set a min_reward."""
+    if record.error is not None:
+        return "error"
+    return "passed" if record.success else "failed"
+
+
 def outcome_of(record: EpisodeRecord) -> str:
     """passed / failed / error, also for records written without ``outcome``."""
     if record.error is not None or record.outcome == "error":
@@ -325,7 +334,7 @@ def _charts(envs: Sequence[str], episodes: Sequence[EpisodeRecord]) -> list[dict
         if not mine:
             continue
         rewards = [r.reward for r in mine if r.error is None and _finite(r.reward) is not None]
-        cells = charts.task_cells((r.task_index, outcome_of(r)) for r in mine)
+        cells = charts.task_cells((r.task_index, success_of(r)) for r in mine)
         result.append({"env": env, "histogram": charts.reward_histogram(env, rewards),
                        "grid": charts.outcome_grid(env, cells, number), "tasks": len(cells)})
     return result
