@@ -28,6 +28,8 @@ from pytest_agentgym.envs.protocol import EnvClient, EnvHTTPError, EnvUnreachabl
 from pytest_agentgym.envs.spec import EnvSpec, load_default_specs
 from pytest_agentgym.servers.embedded import EMBEDDED_SERVERS
 from pytest_agentgym.servers.lifecycle import (
+    ANY_ANSWER,
+    HEALTH_ENDPOINT,
     ManagedServer,
     ServerError,
     ServerPool,
@@ -150,6 +152,35 @@ def test_spawned_server_that_never_answers_is_stopped_after_a_bounded_wait(tmp_p
     assert server.pid is None and server.poll() is not None  # it was stopped
 
 
+UNHEALTHY_SERVER = textwrap.dedent("""
+    import http.server, sys
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # the root answers; /health says "not yet"
+            self.send_response(503 if self.path == "/health" else 200)
+            self.end_headers()
+        def log_message(self, *args):
+            pass
+    http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+""")
+
+
+def test_the_health_check_decides_what_counts_as_an_answer(tmp_path):
+    script = tmp_path / "unhealthy.py"
+    script.write_text(UNHEALTHY_SERVER)
+    with ManagedServer("AnyAnswer", command=["{python}", str(script), "{port}"],
+                       log_path=tmp_path / "any.log") as server:
+        assert server.health == ANY_ANSWER and probe(server.url, 2.0) is None
+        assert probe(server.url, 2.0, HEALTH_ENDPOINT) == "GET /health answered HTTP 503"
+    strict = ManagedServer("Strict", command=["{python}", str(script), "{port}"], health=HEALTH_ENDPOINT,
+                           log_path=tmp_path / "strict.log", startup_timeout=2, label="model server")
+    with pytest.raises(ServerStartError) as info:
+        strict.start()
+    message = str(info.value)
+    assert message.startswith("model server (")
+    assert "did not answer GET /health with HTTP 200" in message and "answered HTTP 503" in message
+    assert strict.pid is None and strict.poll() is not None  # it was stopped
+
+
 def test_attaching_to_a_socket_that_never_answers_gives_a_bounded_wait(tmp_path):
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -246,7 +277,7 @@ def test_server_ignoring_sigterm_is_killed_after_the_grace_period(tmp_path):
     server = ManagedServer("Stubborn", command=["{python}", str(script), "{port}"],
                            log_path=tmp_path / "s.log", stop_grace=0.5, startup_timeout=1,
                            probe_timeout=0.2)
-    server._spawn()  # started without waiting for health: it never answers
+    server.spawn()  # started without waiting for health: it never answers
     pid = server.pid
     assert wait_until(lambda: listening(server.port)), "the script never set up"
     server.stop()

@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from pytest_agentgym.envs import adapter_class
-from pytest_agentgym.envs.alfworld import ALFWorldAdapter, react_action
-from pytest_agentgym.envs.base import ACK_LONG, ACK_SHORT
+from pytest_agentgym.envs.alfworld import ALFWorldAdapter
+from pytest_agentgym.envs.base import ACK_LONG, ACK_SHORT, extract_react
 from pytest_agentgym.envs.protocol import EnvBadResponse, EnvClient
 from pytest_agentgym.envs.sciworld import SciWorldAdapter
 from pytest_agentgym.envs.spec import load_default_specs
@@ -215,8 +215,21 @@ def test_sqlgym_step_reads_state_and_is_done():
 # -- shared -----------------------------------------------------------------------------
 
 
-def test_react_action_strips_end_of_sequence_marker():
-    assert react_action("Thought: x\nAction: look around</s>") == "look around"
+def test_extract_react_strips_end_of_sequence_marker():
+    assert extract_react("Thought: x\nAction: look around</s>") == "look around"
+
+
+@pytest.mark.parametrize("env", ["ALFWorld", "SciWorld", "WebShop"])
+@pytest.mark.parametrize("reply, action", [
+    # AgentGym's parse_react is shared by the three: with no Action: marker it sends
+    # the whole reply when it contains search[ or click[, else an empty action
+    ("  search[red mug]  ", "search[red mug]"),
+    ("I will click[Buy Now]", "I will click[Buy Now]"),
+    ("Thought: the mug is on the table.", ""),
+])
+def test_family_a_without_marker_is_the_same_rule_everywhere(env, reply, action):
+    assert extract_react(reply) == action
+    assert adapter_class(env)().parse_action(reply).action == action
 
 
 @pytest.mark.parametrize("env, must_contain", [

@@ -18,7 +18,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pytest_agentgym.model.client import Sampling
 from pytest_agentgym.model.endpoints import ModelSettings, choose_endpoint
 from pytest_agentgym.model.vllm import VLLM_PYTHON_ENV, LaunchError, VLLMOptions, VLLMServer
 
@@ -107,4 +106,4 @@ def test_vllm_that_cannot_load_the_checkpoint_reports_exit_code_and_log(vllm_pyt
         server.start()
     message = str(caught.value)
     assert "exited with code" in message and str(tmp_path / "broken.log") in message
-    assert not server.process.running
+    assert not server.process.is_alive()

@@ -6,7 +6,8 @@
   ``<observation>\\nAVAILABLE ACTIONS: a,b,c`` (joined with "," and no space).
   Later steps show only the step's observation.
 * Step answer: ``{"observation", "reward": float(won), "available_actions", "done"}``.
-* Actions are read with family (a) (:func:`react_action`).
+* Actions are read with family (a), the base class default
+  (:func:`~pytest_agentgym.envs.base.extract_react`).
 * Test items are games 2420-2619 (``mappings_test.json``); the server needs
   the alfworld data in ``~/.cache/alfworld`` and has no ``/close``.
 """
@@ -16,27 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_agentgym.envs import register
-from pytest_agentgym.envs.base import ACK_LONG, EnvAdapter, ParsedAction, extract_react
+from pytest_agentgym.envs.base import ACK_LONG, EnvAdapter
 
 #: Separator of the first observation and the action list, as the original client writes it.
 ACTIONS_HEADER = "\nAVAILABLE ACTIONS: "
-
-
-def react_action(reply: str, bare_markers: tuple[str, ...] = ()) -> str:
-    """Family (a), as AgentGym's ``BaseAdapter.parse_react`` reads a reply.
-
-    With an ``Action:`` marker this is :func:`~pytest_agentgym.envs.base.extract_react`
-    (everything after the last marker, stripped). Without one, the original
-    sends an empty action, unless the reply contains one of ``bare_markers``
-    (WebShop: ``search[`` / ``click[``), in which case the whole reply is the
-    action.
-    """
-    text = reply.replace("</s>", "")
-    if "Action:" in text:
-        return extract_react(reply)
-    if any(marker in text for marker in bare_markers):
-        return text.strip()
-    return ""
 
 
 @register
@@ -60,6 +44,3 @@ class ALFWorldAdapter(EnvAdapter):
                 f"ALFWorld /reset 'available_actions' should be a list of strings, got {actions!r:.200}"
             )
         return reset_body["observation"] + ACTIONS_HEADER + ",".join(actions)
-
-    def parse_action(self, reply: str) -> ParsedAction:
-        return ParsedAction(react_action(reply))

@@ -95,6 +95,10 @@ class EnvAdapter:
         """The rendered instruction prompt."""
         return self._template.render(**context).strip()
 
+    def create_body(self) -> dict[str, Any] | None:
+        """JSON body of ``POST /create`` (None: no body; TextCraft's server wants one)."""
+        return None
+
     def reset_payload(self, task_index: int) -> dict[str, Any]:
         """Body fields of ``POST /reset`` besides the env id."""
         return {"data_idx": task_index}
@@ -110,15 +114,20 @@ class EnvAdapter:
 
         Default: [user: instructions, assistant: acknowledgement, user: first observation].
         """
-        env_id = await client.create()
+        env_id = await client.create(self.create_body())
+        observation = await self.reset_and_observe(client, env_id, task_index)
+        return Opening(env_id, self.conversation(observation))
+
+    async def reset_and_observe(self, client: EnvClient, env_id: int, task_index: int) -> str:
+        """``POST /reset`` to ``task_index``; the first observation, read by
+        :meth:`first_observation` (a malformed answer is :class:`EnvBadResponse`)."""
         body = await client.reset(env_id, self.reset_payload(task_index))
         try:
-            observation = self.first_observation(body)
+            return self.first_observation(body)
         except TypeError as exc:
             raise EnvBadResponse(
                 str(exc), url=client.base_url, endpoint="/reset", env=client.env, env_id=env_id
             ) from exc
-        return Opening(env_id, self.conversation(observation))
 
     def conversation(self, observation: str, **context: Any) -> tuple[dict[str, str], ...]:
         return (
@@ -155,13 +164,25 @@ TOO_MANY_ACTIONS = (
 )
 
 
+#: Without an ``Action:`` marker, a reply holding one of these is sent whole
+#: (the rule sits in AgentGym's shared ``parse_react``; WebShop's actions look so).
+BARE_ACTION_MARKERS = ("search[", "click[")
+
+
 def extract_react(reply: str) -> str:
-    """Family (a), ``BaseAdapter.parse_react`` (ALFWorld, SciWorld, WebShop):
-    drop ``</s>``, take everything after the **last** ``Action:``, stripped."""
+    """Family (a), AgentGym's ``BaseAdapter.parse_react`` (ALFWorld, SciWorld, WebShop).
+
+    Drop ``</s>``; with an ``Action:`` marker the action is everything after
+    the **last** one, stripped (it may span lines). Without a marker the
+    original sends an empty action, unless the reply contains ``search[`` or
+    ``click[``: then the whole reply, stripped, is the action.
+    """
     text = reply.replace("</s>", "")
-    if "Action:" not in text:
+    if "Action:" in text:
+        return text.rsplit("Action:", 1)[1].strip()
+    if any(marker in text for marker in BARE_ACTION_MARKERS):
         return text.strip()
-    return text.rsplit("Action:", 1)[1].strip()
+    return ""
 
 
 def extract_one_line(reply: str) -> ParsedAction:

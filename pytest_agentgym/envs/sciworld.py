@@ -7,7 +7,7 @@
   client reports ``score`` (0-100, negative when the task failed) as the step's
   reward, so the episode's reward is the last score. Success (``score == 100``)
   is the rule in configs/envs.yaml.
-* Actions are read with family (a). The server has ``/close`` (each env is a JVM).
+* Actions are read with family (a), the base class default. The server has ``/close`` (each env is a JVM).
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_agentgym.envs import register
-from pytest_agentgym.envs.alfworld import react_action
-from pytest_agentgym.envs.base import ACK_LONG, EnvAdapter, ParsedAction, StepResult
+from pytest_agentgym.envs.base import ACK_LONG, EnvAdapter, StepResult
 
 _RESET_KEYS = ("task_description", "observation")
 _STEP_KEYS = ("observation", "score", "done")
@@ -40,9 +39,6 @@ class SciWorldAdapter(EnvAdapter):
                 f"got {reset_body!r:.200}"
             )
         return reset_body["task_description"] + "\n" + reset_body["observation"]
-
-    def parse_action(self, reply: str) -> ParsedAction:
-        return ParsedAction(react_action(reply))
 
     def read_step(self, body: Any) -> StepResult:
         if not isinstance(body, dict) or not all(key in body for key in _STEP_KEYS):

@@ -7,8 +7,9 @@ env_idx dialect.
   with ``GET /observation?env_idx=``, and so does this adapter.
 * Step answer: ``{"state", "reward", "done", "info": null}``; the reward is paid
   on ``click[Buy Now]`` only, in [0, 1].
-* Actions are read with family (a); without an ``Action:`` marker the whole
-  reply is sent when it contains ``search[`` or ``click[`` (AgentGym's rule).
+* Actions are read with family (a), the base class default; without an
+  ``Action:`` marker the whole reply is sent when it contains ``search[`` or
+  ``click[`` (a rule of AgentGym's shared ``parse_react``, made for WebShop).
 * No ``/close``; each ``/create`` builds a full environment on the server.
 """
 
@@ -17,18 +18,13 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_agentgym.envs import register
-from pytest_agentgym.envs.alfworld import react_action
 from pytest_agentgym.envs.base import (
     ACK_SHORT,
     EnvAdapter,
     Opening,
-    ParsedAction,
     StepResult,
 )
 from pytest_agentgym.envs.protocol import EnvBadResponse, EnvClient
-
-_BARE_ACTIONS = ("search[", "click[")
-
 
 def read_pair(body: Any, env: str) -> str:
     """The observation of an env_idx ``/reset`` answer, ``[observation, null]``."""
@@ -68,13 +64,7 @@ class WebShopAdapter(EnvAdapter):
 
     async def open(self, client: EnvClient, task_index: int) -> Opening:
         env_id = await client.create()
-        body = await client.reset(env_id, self.reset_payload(task_index))
-        try:
-            self.first_observation(body)  # the shape is checked, the text replaced
-        except TypeError as exc:
-            raise EnvBadResponse(
-                str(exc), url=client.base_url, endpoint="/reset", env=client.env, env_id=env_id
-            ) from exc
+        await self.reset_and_observe(client, env_id, task_index)  # the shape is checked, the text replaced
         observation = await client.observation(env_id)
         if not isinstance(observation, str):
             raise EnvBadResponse(
@@ -85,9 +75,6 @@ class WebShopAdapter(EnvAdapter):
                 env_id=env_id,
             )
         return Opening(env_id, self.conversation(observation))
-
-    def parse_action(self, reply: str) -> ParsedAction:
-        return ParsedAction(react_action(reply, _BARE_ACTIONS))
 
     def read_step(self, body: Any) -> StepResult:
         return read_state_step(body, self.name)

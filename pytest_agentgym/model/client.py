@@ -30,7 +30,7 @@ import os
 import random
 import time
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import httpx
 
@@ -119,6 +119,21 @@ class EndpointBadResponse(ModelError):
 # --------------------------------------------------------------------------- settings
 
 
+def reject_unknown_keys(data: Mapping[str, Any], allowed: Iterable[str], where: str, *,
+                        error: type[Exception] = ValueError, scope: str = "", hint: str = "") -> None:
+    """Raise ``error`` when a profile section ``where`` has keys outside ``allowed``.
+
+    The message lists them and the allowed ones, e.g. ``model.sampling: unknown
+    key(s) temprature; allowed: max_tokens, ...``; ``scope`` qualifies the
+    allowed list (`` for kind ollama``) and ``hint`` ends the message.
+    """
+    allowed = set(allowed)
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise error(f"{where}: unknown key(s) {', '.join(unknown)}{scope}; "
+                    f"allowed: {', '.join(sorted(allowed))}{hint}")
+
+
 @dataclass(frozen=True)
 class Sampling:
     """Sampling parameters sent with every request; ``None`` means "not sent",
@@ -138,11 +153,7 @@ class Sampling:
         if not isinstance(data, Mapping):
             raise ValueError(f"{where} must be a mapping such as {{temperature: 0.7, max_tokens: 1024}}, "
                              f"not {type(data).__name__}")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; "
-                             f"allowed: {', '.join(sorted(known))}")
+        reject_unknown_keys(data, (f.name for f in fields(cls)), where)
         values = dict(data)
         stop = values.get("stop")
         if isinstance(stop, str):

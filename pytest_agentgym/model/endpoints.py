@@ -11,15 +11,17 @@ TensorZero's OpenAI-compatible API wants model names of the form
 gives the full name as ``model`` or just ``model_name: X`` / ``function_name: Y``.
 
 Launched kinds (``vllm`` with a checkpoint, ``reference``) are started by
-:func:`choose_endpoint` as child processes (see :mod:`pytest_agentgym.model.vllm`)
-and stopped by :meth:`ChosenEndpoint.close`. The profile schema is documented
+:func:`choose_endpoint` as child processes (by
+:class:`~pytest_agentgym.servers.process.ManagedServer`; vLLM through
+:class:`~pytest_agentgym.model.vllm.VLLMServer`) and stopped by
+:meth:`ChosenEndpoint.close`. The profile schema is documented
 in docs/model.md.
 """
 
 from __future__ import annotations
 
 import os
-import sys
+import signal
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -27,8 +29,15 @@ from typing import Any, Mapping, Sequence
 
 import httpx
 
-from pytest_agentgym.model.client import EndpointClient, RetryPolicy, Sampling, read_api_key
-from pytest_agentgym.model.vllm import LaunchError, ManagedServer, VLLMOptions, VLLMServer, free_port
+from pytest_agentgym.model.client import (
+    EndpointClient,
+    RetryPolicy,
+    Sampling,
+    read_api_key,
+    reject_unknown_keys,
+)
+from pytest_agentgym.model.vllm import MODEL_STOP_GRACE, LaunchError, VLLMOptions, VLLMServer
+from pytest_agentgym.servers.process import HEALTH_ENDPOINT, Advice, ManagedServer
 
 KINDS = ("openai", "tensorzero", "ollama", "vllm", "reference")
 LAUNCHABLE = ("vllm", "reference")
@@ -123,11 +132,8 @@ def parse_endpoint(data: Mapping[str, Any], where: str = "model.endpoints[0]") -
     kind = data.get("kind")
     if kind not in KINDS:
         raise EndpointConfigError(f"{where}.kind must be one of {', '.join(KINDS)}, got {kind!r}")
-    allowed = _COMMON_KEYS | _KIND_KEYS[kind]
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        raise EndpointConfigError(f"{where}: unknown key(s) {', '.join(unknown)} for kind {kind}; "
-                                  f"allowed: {', '.join(sorted(allowed))}")
+    reject_unknown_keys(data, _COMMON_KEYS | _KIND_KEYS[kind], where, error=EndpointConfigError,
+                        scope=f" for kind {kind}")
     url = _url(data["url"], where) if data.get("url") is not None else None
     model = _text(data["model"], "model", where) if data.get("model") is not None else None
     api_key_env = _text(data["api_key_env"], "api_key_env", where) if data.get("api_key_env") else None
@@ -206,11 +212,8 @@ class ModelSettings:
                      where: str = "model") -> "ModelSettings":
         if not isinstance(data, Mapping):
             raise EndpointConfigError(f"{where} must be a mapping with an endpoints list")
-        known = {"endpoints", "api_key_env", "sampling", "request_timeout", "retries", "health_timeout"}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise EndpointConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; "
-                                      f"allowed: {', '.join(sorted(known))}")
+        reject_unknown_keys(data, ("endpoints", "api_key_env", "sampling", "request_timeout", "retries",
+                                   "health_timeout"), where, error=EndpointConfigError)
         raw = data.get("endpoints")
         if not isinstance(raw, Sequence) or isinstance(raw, str) or not raw:
             raise EndpointConfigError(f"{where}.endpoints must be a non-empty list, e.g. "
@@ -387,16 +390,16 @@ def launch(config: EndpointConfig, settings: ModelSettings, log_dir: Path) -> Ch
         resolved = replace(config, url=server.url, model=server.model)
         return ChosenEndpoint(resolved, server.base_url, server.model, process=server)
     if config.kind == "reference":
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
         server = ManagedServer(
-            [sys.executable, "-m", "pytest_agentgym", "reference-agent", "--host", "127.0.0.1",
-             "--port", str(port), "--policy", config.policy, "--seed", str(config.seed),
-             "--latency-ms", str(config.latency_ms)],
-            health_url=url + "/health", log_path=log_dir / "reference-agent.log", name="reference agent")
+            "reference agent",
+            command=["{python}", "-m", "pytest_agentgym", "reference-agent", "--host", "{host}",
+                     "--port", "{port}", "--policy", config.policy, "--seed", str(config.seed),
+                     "--latency-ms", str(config.latency_ms)],
+            log_path=log_dir / "reference-agent.log", startup_timeout=REFERENCE_STARTUP_TIMEOUT,
+            stop_grace=MODEL_STOP_GRACE, health=HEALTH_ENDPOINT, label="reference agent", advice=Advice(),
+            death_signal=signal.SIGTERM)
         server.start()
-        server.wait_ready(REFERENCE_STARTUP_TIMEOUT, poll_interval=0.05)
-        resolved = replace(config, url=url)
+        resolved = replace(config, url=server.url)
         return ChosenEndpoint(resolved, resolved.base_url, resolved.model or config.policy, process=server)
     raise LaunchError(f"{config.where}: kind {config.kind} is attached to, not launched")
 

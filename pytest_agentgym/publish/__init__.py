@@ -1,6 +1,7 @@
 """NATS publishing of run events, and the outbox it falls back to.
 
-    publisher.py   EventPublisher (background thread, JetStream or core NATS), NatsSender
+    publisher.py   EventPublisher (background thread, buffering, retries, outbox fallback)
+    connection.py  NatsSender (one connection: JetStream or core NATS), NatsUnavailable
     outbox.py      Outbox (outbox.jsonl), publish_outbox / the publish-outbox command
     schemas/       JSON Schemas (draft 2020-12) of the event payloads, one per subject
 
@@ -15,9 +16,10 @@ from importlib import resources
 from typing import Any
 
 from pytest_agentgym.publish.outbox import Outbox, OutboxDelivery, publish_outbox
-from pytest_agentgym.publish.publisher import EventPublisher, NatsUnavailable, PublishStats
+from pytest_agentgym.publish.connection import NatsSender, NatsUnavailable
+from pytest_agentgym.publish.publisher import EventPublisher, PublishStats
 
-__all__ = ["EventPublisher", "NatsUnavailable", "Outbox", "OutboxDelivery", "PublishStats",
+__all__ = ["EventPublisher", "NatsSender", "NatsUnavailable", "Outbox", "OutboxDelivery", "PublishStats",
            "publish_outbox", "load_schema"]
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_agentgym.events import Event, utc_now
+from pytest_agentgym.publish.connection import NatsSender, NatsUnavailable
 
 OUTBOX_FILE = "outbox.jsonl"
 DELIVERED_FILE = "outbox.delivered.jsonl"
@@ -160,8 +161,6 @@ def publish_outbox(
 
 
 async def _deliver(outbox: Outbox, url: str, **options) -> OutboxDelivery:
-    from pytest_agentgym.publish.publisher import NatsSender, NatsUnavailable
-
     todo, already, problems = outbox.undelivered()
     report = dict(outbox=str(outbox.path), url=url, total=len(todo) + already,
                   already_delivered=already, unreadable=len(problems))

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Literal, Mapping, TextIO
 
 from pytest_agentgym.envs.spec import EnvConfigError, EnvSpec, load_default_specs, load_specs
-from pytest_agentgym.servers.lifecycle import plan_server, probe
+from pytest_agentgym.servers.pool import plan_server
+from pytest_agentgym.servers.process import probe
 
 Health = Literal["up", "spawnable", "down"]
 

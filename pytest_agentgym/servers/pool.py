@@ -1,0 +1,199 @@
+"""Which server each environment gets, and the pool that starts them. Usable without pytest.
+
+:func:`plan_server` decides, without probing, how an
+:class:`~pytest_agentgym.envs.spec.EnvSpec`'s server would be provided:
+attach when ``url`` is set, else spawn the embedded server, else the real
+command when it is on PATH, else nothing (the plan says what to do).
+
+:class:`ServerPool` starts what a set of specs needs, one
+:class:`~pytest_agentgym.servers.process.ManagedServer` per environment, on
+first use; it also attaches when something already answers on an
+environment's configured port, and restarts a spawned server that died.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shlex
+import shutil
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Literal, Mapping
+
+from pytest_agentgym.envs.spec import EnvSpec
+from pytest_agentgym.servers.process import (
+    DEFAULT_HOST,
+    ManagedServer,
+    ServerError,
+    build_argv,
+    free_port,
+    probe,
+)
+
+
+class ServerUnavailable(ServerError):
+    """Nothing answers where the environment's server should be, and nothing here can start it."""
+
+
+@dataclass(frozen=True)
+class ServerPlan:
+    """How an environment's server would be provided here, decided without probing.
+
+    ``how``: "attach" (``url`` is set), "embedded" or "command" (spawnable, see
+    ``command``), or "unavailable" (``detail`` says what to do).
+    """
+
+    env: str
+    how: Literal["attach", "embedded", "command", "unavailable"]
+    url: str
+    command: tuple[str, ...] | None
+    detail: str
+
+
+def embedded_command(name: str) -> tuple[str, ...]:
+    """The command (with placeholders) that runs the embedded server ``name``."""
+    return ("{python}", "-m", "pytest_agentgym", "serve", name, "--host", "{host}", "--port", "{port}")
+
+
+def _embedded_available(name: str) -> bool:
+    from pytest_agentgym.servers.embedded import EMBEDDED_SERVERS
+
+    module = EMBEDDED_SERVERS.get(name)
+    try:
+        return module is not None and importlib.util.find_spec(module) is not None
+    except ImportError:
+        return False
+
+
+def plan_server(
+    spec: EnvSpec,
+    *,
+    host: str = DEFAULT_HOST,
+    python: str = sys.executable,
+    which: Callable[[str], str | None] = shutil.which,
+) -> ServerPlan:
+    url = spec.default_url(host)
+    if spec.url:
+        return ServerPlan(spec.name, "attach", url, None, f"attach to {url} (envs.{spec.name}.url)")
+    if spec.embedded and _embedded_available(spec.embedded):
+        return ServerPlan(spec.name, "embedded", url, embedded_command(spec.embedded),
+                          f"embedded server: pytest-agentgym serve {spec.embedded}")
+    executable = None
+    if spec.command:
+        executable = build_argv(spec.command, host=host, port=spec.port, python=python)[0]
+        found = which(executable)
+        if found:
+            return ServerPlan(spec.name, "command", url, tuple(shlex.split(spec.command)),
+                              f"command `{executable}` ({found})")
+    if executable:
+        todo = f"install agentenv-{Path(executable).name} (its `{Path(executable).name}` command)"
+    else:
+        todo = "configure a command for it"
+    if spec.embedded:
+        todo = f"this installation lacks the embedded server {spec.embedded!r}; {todo}"
+    return ServerPlan(
+        spec.name, "unavailable", url, None,
+        f"environment server {spec.name} is not running at {url} and cannot be started here: "
+        f"{todo} or set envs.{spec.name}.url",
+    )
+
+
+class ServerPool:
+    """The servers a run needs, one per environment, started on first use.
+
+    ``attach_running``: when ``url`` is not set but something already answers on
+    the environment's configured port, use it instead of spawning another.
+    """
+
+    def __init__(
+        self,
+        specs: Mapping[str, EnvSpec] | Iterable[EnvSpec],
+        *,
+        host: str = DEFAULT_HOST,
+        python: str = sys.executable,
+        log_dir: str | Path | None = None,
+        attach_running: bool = True,
+        probe_timeout: float = 1.0,
+        stop_grace: float = 5.0,
+    ) -> None:
+        items = specs.values() if isinstance(specs, Mapping) else specs
+        self.specs = {spec.name: spec for spec in items}
+        self.host = host
+        self.python = python
+        self.log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="agentgym-servers-"))
+        self.attach_running = attach_running
+        self.probe_timeout = probe_timeout
+        self.stop_grace = stop_grace
+        self._servers: dict[str, ManagedServer] = {}
+        self._lock = threading.RLock()
+
+    def _spec(self, env: str) -> EnvSpec:
+        try:
+            return self.specs[env]
+        except KeyError:
+            raise KeyError(f"no environment {env!r} configured; known: {', '.join(sorted(self.specs))}") from None
+
+    def _make(self, spec: EnvSpec) -> ManagedServer:
+        plan = plan_server(spec, host=self.host, python=self.python)
+        common = dict(startup_timeout=spec.startup_timeout, stop_grace=self.stop_grace,
+                      probe_timeout=self.probe_timeout, python=self.python)
+        if plan.how == "attach":
+            return ManagedServer(spec.name, url=plan.url, **common)
+        if self.attach_running and probe(plan.url, self.probe_timeout) is None:
+            return ManagedServer(spec.name, url=plan.url, **common)
+        if plan.command is None:
+            raise ServerUnavailable(plan.detail)
+        port = free_port(self.host)
+        return ManagedServer(spec.name, command=list(plan.command), host=self.host, port=port,
+                             log_path=self.log_dir / f"{spec.name}-{port}.log", **common)
+
+    def start(self, env: str) -> ManagedServer:
+        """The running server of ``env``, started (or attached) on first call."""
+        with self._lock:
+            server = self._servers.get(env)
+            if server is None:
+                server = self._make(self._spec(env))
+                server.start()
+                self._servers[env] = server
+            return server
+
+    def base_url(self, env: str) -> str:
+        """The URL the protocol client uses for ``env`` (server URL + path prefix)."""
+        return self._spec(env).base_url(self.start(env).url)
+
+    def ensure(self, env: str) -> ManagedServer:
+        """Like :meth:`start`, but a spawned server that has died is restarted
+        (same port); an attached one that stopped answering is an error."""
+        with self._lock:
+            server = self.start(env)
+            if server.is_alive():
+                return server
+            if server.attached:
+                raise ServerError(
+                    f"environment server {env} at {server.url} stopped answering; it is attached, "
+                    "not started here: restart it where it runs"
+                )
+            return server.restart()
+
+    def restart(self, env: str) -> ManagedServer:
+        with self._lock:
+            return self.start(env).restart() if env in self._servers else self.start(env)
+
+    def stop_all(self) -> None:
+        with self._lock:
+            for server in self._servers.values():
+                server.stop()
+            self._servers.clear()
+
+    @property
+    def servers(self) -> dict[str, ManagedServer]:
+        return dict(self._servers)
+
+    def __enter__(self) -> "ServerPool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_all()

@@ -1,0 +1,501 @@
+"""Run an HTTP server as a child process, watch its health, restart and stop it.
+
+The one process manager of the plugin, used for environment servers
+(:mod:`~pytest_agentgym.servers.pool`), vLLM (:mod:`~pytest_agentgym.model.vllm`)
+and the reference agent (:mod:`~pytest_agentgym.model.endpoints`); no pytest.
+A :class:`ManagedServer` is *attached* (a URL someone else runs: we only wait
+for it) or *spawned* (our command on a port we choose, output in a log file,
+its own session, ``PR_SET_PDEATHSIG``, stopped with SIGTERM then SIGKILL and a
+psutil sweep, stopped at interpreter exit). Healthy means passing a
+:class:`HealthCheck`: any answer to ``GET /`` for environment servers, HTTP 200
+from ``GET /health`` for vLLM and the reference agent. See docs/servers.md.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import queue
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import httpx
+import psutil
+
+DEFAULT_HOST = "127.0.0.1"
+Command = str | Sequence[str]
+POLL_INTERVAL = 0.05  # seconds between health probes while waiting
+
+
+class ServerError(RuntimeError):
+    """A server could not be started, reached or restarted."""
+
+
+class ServerStartError(ServerError):
+    """A server did not become healthy; ``exit_code`` is set when its process died."""
+
+    def __init__(self, message: str, *, exit_code: int | None = None, log_tail: str = "") -> None:
+        self.exit_code = exit_code
+        self.log_tail = log_tail
+        super().__init__(message)
+
+
+# -- addresses, health, commands, messages -------------------------------------------
+
+
+def free_port(host: str = DEFAULT_HOST) -> int:
+    """A TCP port that nothing listens on right now."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def server_url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    """What a healthy server answers: ``GET path``, with any status or only 200."""
+
+    path: str = "/"
+    require_ok: bool = False
+
+    def describe(self) -> str:
+        return f"GET {self.path}" + (" with HTTP 200" if self.require_ok else "")
+
+
+#: environment servers: any HTTP answer to ``GET /``
+ANY_ANSWER = HealthCheck("/")
+#: vLLM and the reference agent: HTTP 200 from ``GET /health``
+HEALTH_ENDPOINT = HealthCheck("/health", require_ok=True)
+
+
+def probe(url: str, timeout: float, check: HealthCheck = ANY_ANSWER) -> str | None:
+    """``None`` when ``url`` passes ``check``, else why not (a short phrase)."""
+    try:
+        response = httpx.get(url.rstrip("/") + check.path, timeout=timeout)
+    except httpx.ConnectError:
+        return "connection refused"
+    except httpx.ConnectTimeout:
+        return f"connecting took longer than {timeout:g} s"
+    except httpx.TimeoutException:
+        return f"the port accepts connections but nothing answered within {timeout:g} s"
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    if check.require_ok and response.status_code != 200:
+        return f"GET {check.path} answered HTTP {response.status_code}"
+    return None
+
+
+def build_argv(command: Command, *, host: str, port: int, python: str = sys.executable) -> list[str]:
+    """The argv of ``command`` with ``{host}``, ``{port}`` and ``{python}`` filled in.
+
+    A string is split like a shell would (no shell runs it); a sequence is used as is.
+    """
+    parts = shlex.split(command) if isinstance(command, str) else [str(p) for p in command]
+    if not parts:
+        raise ValueError("empty server command")
+    values = {"{host}": host, "{port}": str(port), "{python}": python}
+    filled = []
+    for part in parts:
+        for placeholder, value in values.items():
+            part = part.replace(placeholder, value)
+        filled.append(part)
+    return filled
+
+
+def describe_exit(code: int) -> str:
+    """'exited with code 3' or 'was killed by SIGKILL'."""
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+@dataclass(frozen=True)
+class Advice:
+    """The clause that ends each kind of start failure: what the user can change."""
+
+    cannot_run: str = "is it installed, and is the command right?"
+    slow_start: str = "give it a longer startup timeout if it is slow to start"
+    attach: str = "is it running and healthy?"
+
+
+def environment_advice(name: str) -> Advice:
+    """Advice naming the keys of configs/envs.yaml for environment ``name``."""
+    return Advice("is it installed, and is the command in envs.yaml right?",
+                  f"raise envs.{name}.startup_timeout if it is slow to start",
+                  f"is it running and healthy? start it, or point envs.{name}.url at one that is")
+
+
+# -- spawning: a death signal, from a thread that lives as long as the process -------
+
+_PR_SET_PDEATHSIG = 1
+_libc = None
+if sys.platform.startswith("linux"):
+    try:
+        _libc = ctypes.CDLL(None, use_errno=True)  # loaded here: never dlopen after fork
+    except OSError:  # pragma: no cover - no libc symbols available
+        _libc = None
+
+
+def _child_setup(parent_pid: int, death_signal: int) -> Callable[[], None]:
+    """What the child runs between fork and exec: die with the parent (Linux)."""
+
+    def setup() -> None:
+        if _libc is not None:
+            _libc.prctl(_PR_SET_PDEATHSIG, death_signal)
+            if os.getppid() != parent_pid:  # the parent died before prctl took effect
+                os._exit(1)
+
+    return setup
+
+
+# PR_SET_PDEATHSIG fires when the *thread* that forked the child ends, not the
+# process, so a child forked from a short-lived thread (``asyncio.to_thread``, a
+# pool worker) would die with that thread. Children not forked on the main thread
+# are therefore forked by one daemon thread that lives until the process exits.
+_spawn_requests: queue.SimpleQueue = queue.SimpleQueue()
+_spawner_lock = threading.Lock()
+_spawner: list[threading.Thread] = []
+
+
+def _serve_spawn_requests() -> None:
+    while True:
+        function, result = _spawn_requests.get()
+        try:
+            result.set_result(function())
+        except BaseException as exc:  # handed back to the caller
+            result.set_exception(exc)
+
+
+def _popen(argv: list[str], death_signal: int, **kwargs: Any) -> subprocess.Popen:
+    kwargs["preexec_fn"] = _child_setup(os.getpid(), death_signal)
+    if threading.current_thread() is threading.main_thread():
+        return subprocess.Popen(argv, **kwargs)
+    with _spawner_lock:
+        if not _spawner:
+            _spawner.append(threading.Thread(target=_serve_spawn_requests, name="agentgym-spawner",
+                                             daemon=True))
+            _spawner[0].start()
+    result: Future = Future()
+    _spawn_requests.put((lambda: subprocess.Popen(argv, **kwargs), result))
+    return result.result()
+
+
+#: Spawned servers not yet stopped; stopped at interpreter exit (also after Ctrl-C).
+_live: "set[ManagedServer]" = set()
+
+
+@atexit.register
+def _stop_all_live() -> None:
+    for server in list(_live):
+        server.stop()
+
+
+# -- one server ----------------------------------------------------------------------
+
+
+class ManagedServer:
+    """One HTTP server: attached to ``url``, or spawned from ``command``.
+
+    ``command`` is a shell-like string or an argv list with ``{host}``,
+    ``{port}`` and ``{python}`` placeholders; the port is chosen here unless
+    ``port`` is given. Output goes to ``log_path`` (default: a file in a fresh
+    temporary directory); ``env`` is added to this process's environment.
+    ``health`` says what counts as healthy; ``label`` is how messages name the
+    server (default ``environment server NAME``) and ``advice`` what they
+    suggest; ``death_signal`` is what the child gets if the harness dies.
+    Call :meth:`start` (or use it as a context manager).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        command: Command | None = None,
+        url: str | None = None,
+        host: str = DEFAULT_HOST,
+        port: int | None = None,
+        python: str = sys.executable,
+        log_path: str | Path | None = None,
+        startup_timeout: float = 60.0,
+        stop_grace: float = 5.0,
+        probe_timeout: float = 1.0,
+        env: Mapping[str, str] | None = None,
+        cwd: str | Path | None = None,
+        health: HealthCheck = ANY_ANSWER,
+        label: str | None = None,
+        advice: Advice | None = None,
+        death_signal: int = signal.SIGKILL,
+    ) -> None:
+        if (command is None) == (url is None):
+            raise ValueError(f"server {name}: give exactly one of command= (spawn) or url= (attach)")
+        self.name = name
+        self.command = command
+        self.host = host
+        self.python = python
+        self.startup_timeout = startup_timeout
+        self.stop_grace = stop_grace
+        self.probe_timeout = probe_timeout
+        self.env = dict(env) if env is not None else {}
+        self.cwd = cwd
+        self.health = health
+        self.label = label or f"environment server {name}"
+        self.advice = advice or environment_advice(name)
+        self.death_signal = int(death_signal)
+        self._proc: subprocess.Popen | None = None
+        self._spawned_at = 0.0
+        self._last_exit: int | None = None
+        if url is not None:
+            self.url = url.rstrip("/")
+            self.port = httpx.URL(self.url).port
+            self.log_path: Path | None = None
+        else:
+            self.port = port or free_port(host)
+            self.url = server_url(host, self.port)
+            if log_path is None:
+                log_dir = Path(tempfile.mkdtemp(prefix="agentgym-servers-"))
+                log_path = log_dir / f"{name.replace(' ', '-')}-{self.port}.log"
+            self.log_path = Path(log_path)
+
+    def __repr__(self) -> str:
+        how = "attached" if self.attached else f"pid {self.pid}"
+        return f"<ManagedServer {self.name} {self.url} {how}>"
+
+    @property
+    def attached(self) -> bool:
+        return self.command is None
+
+    @property
+    def proc(self) -> subprocess.Popen | None:
+        """The child process while it is ours (None when attached or stopped)."""
+        return self._proc
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def argv(self) -> list[str] | None:
+        if self.command is None:
+            return None
+        return build_argv(self.command, host=self.host, port=self.port, python=self.python)
+
+    # -- starting ---------------------------------------------------------------------
+
+    def start(self) -> "ManagedServer":
+        """Spawn (if ours) and wait until healthy; raise :class:`ServerStartError` if not."""
+        self.spawn()
+        self.wait_ready()
+        return self
+
+    def spawn(self) -> "ManagedServer":
+        """Start the process without waiting for it (no-op when attached or running)."""
+        if self.attached:
+            return self
+        if self._proc is not None and self._proc.poll() is not None:
+            self.stop()  # it died: clear away whatever it left behind
+        if self._proc is not None:
+            return self
+        assert self.log_path is not None
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        argv = self.argv or []
+        env = {**os.environ, **self.env}
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        with self.log_path.open("ab") as log:
+            log.write(f"--- {time.strftime('%H:%M:%S')} starting: {shlex.join(argv)}\n".encode())
+            log.flush()
+            self._spawned_at = time.time()
+            try:
+                self._proc = _popen(
+                    argv, self.death_signal, stdin=subprocess.DEVNULL, stdout=log,
+                    stderr=subprocess.STDOUT, start_new_session=True, env=env, cwd=self.cwd,
+                )
+            except OSError as exc:
+                raise ServerStartError(
+                    f"{self.label}: cannot run `{shlex.join(argv)}`: {exc}; {self.advice.cannot_run}"
+                ) from exc
+        _live.add(self)
+        return self
+
+    def wait_ready(self, timeout: float | None = None, poll_interval: float = POLL_INTERVAL) -> float:
+        """Probe until healthy and return the seconds it took (``timeout``:
+        default ``startup_timeout``). A spawned server that exits first, or does
+        not answer in time, is stopped and reported as :class:`ServerStartError`."""
+        timeout = self.startup_timeout if timeout is None else timeout
+        if self._proc is None and not self.attached:
+            raise ServerStartError(f"{self.label} was not started; call start() or spawn() first")
+        started = time.monotonic()
+        deadline = started + timeout
+        while True:
+            if self._proc is not None and (code := self._proc.poll()) is not None:
+                self.stop()  # whatever it started before dying
+                tail = self.log_tail()
+                raise ServerStartError(
+                    f"{self.label} {describe_exit(code)} before it answered at {self.url}; "
+                    f"command: `{shlex.join(self.argv or [])}`; last lines of {self.log_path}:\n{tail}",
+                    exit_code=code, log_tail=tail,
+                )
+            remaining = deadline - time.monotonic()
+            reason = probe(self.url, max(0.05, min(self.probe_timeout, remaining)), self.health)
+            if reason is None and self._owns_port():
+                return time.monotonic() - started
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(poll_interval)  # polling the health condition until the deadline
+        what = self.health.describe()
+        if self.attached:
+            raise ServerStartError(
+                f"{self.label} at {self.url} did not answer {what} within {timeout:g} s ({reason}); "
+                f"{self.advice.attach}"
+            )
+        tail = self.log_tail()
+        self.stop()
+        raise ServerStartError(
+            f"{self.label} (`{shlex.join(self.argv or [])}`) did not answer {what} at {self.url} "
+            f"within {timeout:g} s ({reason or 'another process owns the port'}); it was stopped; "
+            f"{self.advice.slow_start}; last lines of {self.log_path}:\n{tail}",
+            log_tail=tail,
+        )
+
+    def _owns_port(self) -> bool:
+        """For a spawned server: is the answer coming from our process tree?
+
+        Guards against another program that grabbed the port between our choice
+        and the server's bind. Unknowable without permission: then assume yes.
+        """
+        if self._proc is None:
+            return True
+        try:
+            root = psutil.Process(self._proc.pid)
+            for proc in [root, *root.children(recursive=True)]:
+                for conn in proc.net_connections(kind="inet"):
+                    if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == self.port:
+                        return True
+        except (psutil.AccessDenied, psutil.ZombieProcess):
+            return True
+        except psutil.NoSuchProcess:
+            return False
+        return False
+
+    # -- watching ---------------------------------------------------------------------
+
+    def is_alive(self) -> bool:
+        """Spawned: the process is running. Attached: the URL is healthy."""
+        if self.attached:
+            return probe(self.url, self.probe_timeout, self.health) is None
+        return self._proc is not None and self._proc.poll() is None
+
+    def poll(self) -> int | None:
+        """The exit code once the spawned process has ended (negative: killed by
+        that signal), else None. Always None for an attached server."""
+        if self._proc is not None:
+            code = self._proc.poll()
+            if code is not None:
+                self._last_exit = code
+            return code
+        return self._last_exit
+
+    def log_tail(self, lines: int = 30) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        text = self.log_path.read_bytes()[-20_000:].decode("utf-8", "replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+    # -- restarting and stopping ----------------------------------------------------
+
+    def restart(self) -> "ManagedServer":
+        """Stop the process (if any) and start it again on the same port."""
+        if self.attached:
+            raise ServerError(
+                f"{self.label} at {self.url} is attached, not started here, so it cannot be "
+                "restarted from here; restart it where it runs"
+            )
+        self.stop()
+        return self.start()
+
+    def stop(self, grace: float | None = None) -> int | None:
+        """Stop a spawned server and everything it started; return its exit code.
+
+        SIGTERM to its process group, SIGKILL after ``grace`` seconds (default
+        ``stop_grace``). None, doing nothing, when attached or already stopped.
+        """
+        grace = self.stop_grace if grace is None else grace
+        proc, self._proc = self._proc, None
+        _live.discard(self)
+        if proc is None:
+            return None
+        # Everything it started: its session (it is the session leader, sid == pid),
+        # plus descendants that moved to a session of their own.
+        family = _session_members(proc.pid, self._spawned_at)
+        if proc.poll() is None:
+            family += _descendants(proc.pid)
+            _signal_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                _signal_group(proc.pid, signal.SIGKILL)
+                proc.wait()
+        self._last_exit = proc.returncode
+        _sweep([p for p in {p.pid: p for p in family}.values() if p.pid != proc.pid], grace)
+        return self._last_exit
+
+    def __enter__(self) -> "ManagedServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _session_members(sid: int, since: float) -> list[psutil.Process]:
+    """Processes in session ``sid`` created after ``since`` (guards against pid reuse)."""
+    members = []
+    for proc in psutil.process_iter(["create_time"]):
+        try:
+            if os.getsid(proc.pid) == sid and proc.info["create_time"] >= since - 1.0:
+                members.append(proc)
+        except (OSError, psutil.Error):
+            continue
+    return members
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _sweep(processes: list[psutil.Process], grace: float) -> None:
+    """Terminate the processes still running, then kill those left after ``grace`` s."""
+    left = processes
+    for stage in ("terminate", "kill"):
+        for proc in left:
+            try:
+                if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                    getattr(proc, stage)()
+            except psutil.NoSuchProcess:
+                pass
+        _, left = psutil.wait_procs(left, timeout=grace)
