@@ -140,6 +140,27 @@ def load_suite(path: Path, node: str, known_envs: list[str]) -> Suite:
     )
 
 
+def suites_under(paths: list[str], settings: Any) -> list[Suite]:
+    """The usable suites under command-line ``paths``, as collection would keep them
+    (--agentgym-envs and the node's skip list applied; broken files left to collection)."""
+    found: list[Suite] = []
+    wanted = {e.lower() for e in settings.envs} if settings.envs else None
+    for root in paths:
+        root_path = Path(str(root).split("::")[0])
+        files = [root_path] if root_path.is_file() else sorted(root_path.rglob("*.y*ml"))
+        for path in files:
+            if not is_suite_file(path):
+                continue
+            try:
+                suite = load_suite(path, settings.node, list(settings.env_specs))
+            except SuiteError:
+                continue
+            if (wanted and suite.environment.lower() not in wanted) or suite.environment in settings.skip_envs:
+                continue
+            found.append(suite)
+    return found
+
+
 def item_name(env: str, task: int, repeat: int) -> str:
     return f"{env}[{task}]" if repeat == 1 else f"{env}[{task}-r{repeat}]"
 
@@ -176,8 +197,11 @@ class SuiteFile(pytest.File):
             return
         skipped = suite.environment in settings.skip_envs
         for task, repeat in episodes(suite, settings.tasks, settings.repeat):
+            name = item_name(suite.environment, task, repeat)
             item = EpisodeItem.from_parent(
-                self, name=item_name(suite.environment, task, repeat),
+                # The id is given as a string so that pytest parses "Env[17]" the way it
+                # parses the ids it stores (name "Env", params "17"); --lf depends on it.
+                self, name=name, nodeid=f"{self.nodeid}::{name}",
                 suite=suite, task_index=task, repeat=repeat,
             )
             item.add_marker(pytest.mark.agentgym)

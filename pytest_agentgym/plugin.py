@@ -47,7 +47,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     config._do_configure()  # resolve settings through the normal path
     try:
         settings = config.stash[SETTINGS_KEY]
-        return list_envs(settings) if settings.list_envs else preflight(settings)
+        return list_envs(settings) if settings.list_envs else preflight(settings, list(config.args))
     finally:
         config._ensure_unconfigure()
 
@@ -65,6 +65,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
     worker_input = config.workerinput if _is_worker(config) else None
     harness = EvaluationRun(settings, hook=config.hook, config=config, worker_input=worker_input)
+    if worker_input is None:
+        from pytest_agentgym.model.endpoints import EndpointConfigError
+
+        try:
+            harness.model_settings()  # a bad model: section is a usage error, found now
+        except EndpointConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
     config.stash[HARNESS_KEY] = harness
     if _is_controller(config):
         config.pluginmanager.register(_EpisodeListener(harness), "agentgym-episode-listener")

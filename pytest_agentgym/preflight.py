@@ -34,7 +34,9 @@ def _nats_check(url: str, timeout: float = 1.0) -> str | None:
     return None if greeting.startswith(b"INFO") else f"not a NATS server (said {greeting[:40]!r})"
 
 
-def preflight(settings: Any, out: TextIO | None = None) -> int:
+def preflight(settings: Any, paths: list[str] | None = None, out: TextIO | None = None) -> int:
+    """Check what a run of the suites under ``paths`` would need (every environment
+    that is not skipped when no suite is found there)."""
     from pytest_agentgym.model.endpoints import ModelSettings, probe
     from pytest_agentgym.servers import status
 
@@ -56,8 +58,12 @@ def preflight(settings: Any, out: TextIO | None = None) -> int:
             break
     if not healthy:
         problems += 1
+    from pytest_agentgym.collect import suites_under
+
+    names = {suite.environment for suite in suites_under(paths or [], settings)}
     wanted = {n: s for n, s in settings.env_specs.items()
-              if n not in settings.skip_envs and (not settings.envs or n.lower() in {e.lower() for e in settings.envs})}
+              if (n in names if names else n not in settings.skip_envs)
+              and (not settings.envs or n.lower() in {e.lower() for e in settings.envs})}
     for st in status.check_all(wanted, "127.0.0.1", 1.0):
         out.write(f"  env {st.name}: {st.url}: {st.health}" + (f" ({st.detail})" if st.detail else "") + "\n")
         if st.health == "down":

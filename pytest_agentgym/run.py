@@ -98,6 +98,10 @@ class EvaluationRun:
         self._adapters: dict[str, EnvAdapter] = {}
         self._started = False
         self._finished = False
+        #: why no episode can run at all (no endpoint), or on one environment (no server)
+        self._setup_error: ErrorInfo | None = None
+        self._env_errors: dict[str, ErrorInfo] = {}
+        self._failed_futures: dict[str, concurrent.futures.Future[EpisodeRecord]] = {}
         self._prefetch = True
         if worker_input is not None:
             self.run_dir = RunDir(worker_input["agentgym_run_dir"])
@@ -146,13 +150,27 @@ class EvaluationRun:
                 self._chosen = choose_endpoint(self.model_settings(), log_dir=self.run_dir.logs)
         return self._chosen
 
+    def _endpoint_or_error(self) -> Any:
+        """The chosen endpoint, or None with ``_setup_error`` saying why there is none."""
+        if self._setup_error is not None:
+            return None
+        try:
+            return self.ensure_endpoint()
+        except Exception as exc:  # noqa: BLE001 - NoEndpointAvailable, LaunchError, ...
+            self._setup_error = ErrorInfo.from_exception(exc, "model")
+            return None
+
     def header_lines(self, probe: bool) -> list[str]:
         s = self.settings
         lines = [f"agentgym: node {s.node} ({s.node_file}), run {s.run_id}, seed {s.seed if s.seed is not None else 'none'}"]
         if probe:
-            chosen = self.ensure_endpoint()
-            lines.append(f"agentgym: model {chosen.model} via {chosen.kind} at {chosen.base_url}")
-            lines.extend(f"agentgym: endpoint: {note}" for note in chosen.notes)
+            chosen = self._endpoint_or_error()
+            if chosen is None:
+                lines.append(f"agentgym: NO MODEL ENDPOINT, every episode will be an error: "
+                             f"{self._setup_error.message}")
+            else:
+                lines.append(f"agentgym: model {chosen.model} via {chosen.kind} at {chosen.base_url}")
+                lines.extend(f"agentgym: endpoint: {note}" for note in chosen.notes)
         else:
             first = self.model_settings().endpoints[0]
             lines.append(f"agentgym: model endpoint {first.describe()} (not contacted)")
@@ -176,10 +194,14 @@ class EvaluationRun:
             # the configured port, spawn the rest; attach: every URL must already answer.
             self._pool = ServerPool(specs, log_dir=self.run_dir.logs,
                                     attach_running=s.servers_mode == "auto")
+        from pytest_agentgym.servers.lifecycle import ServerError
+
         for name in names:
-            if name not in self._env_urls:
-                self._pool.start(name)
-                self._env_urls[name] = self._pool.start(name).url
+            if name not in self._env_urls and name not in self._env_errors:
+                try:
+                    self._env_urls[name] = self._pool.start(name).url
+                except (ServerError, OSError) as exc:
+                    self._env_errors[name] = ErrorInfo.from_exception(exc, "env")
 
     async def _before_retry(self, env: str, error: ErrorInfo) -> None:
         """Restart a spawned server that died before the episode is tried again."""
@@ -199,7 +221,7 @@ class EvaluationRun:
         if self._started:
             return
         self._started = True
-        chosen = self.ensure_endpoint()
+        chosen = self._endpoint_or_error()
         self.start_envs(env_names)
         for name in env_names:
             self._adapter(name)
@@ -207,15 +229,19 @@ class EvaluationRun:
         if self.worker is None:
             self.run_dir = RunDir.create(self.run_dir.path.parent, s.run_id)
             self.info = RunInfo(
-                run_id=s.run_id, started_at=_now(), node=s.node, model=chosen.model,
-                endpoint=chosen.base_url, endpoint_kind=chosen.kind, environments=tuple(env_names),
+                run_id=s.run_id, started_at=_now(), node=s.node,
+                model=chosen.model if chosen else "none", endpoint=chosen.base_url if chosen else "none",
+                endpoint_kind=chosen.kind if chosen else "none", environments=tuple(env_names),
                 command=s.command, seed=s.seed, checkpoint=s.checkpoint,
                 settings=self._settings_snapshot(), versions=self._versions(),
-                git_commit=_git_commit(), notes=tuple(chosen.notes), baseline=s.baseline,
+                git_commit=_git_commit(), baseline=s.baseline,
+                notes=tuple(chosen.notes) if chosen else (f"no model endpoint: {self._setup_error.message}",),
             )
             self.run_dir.write_info(self.info)
             point_latest(self.run_dir.path.parent, s.run_id)
             self._start_publisher()
+        if chosen is None:
+            return  # every episode becomes an error record (see submit)
         ms = self.model_settings() if self.worker is None else None
         concurrency = s.concurrency if self._prefetch else 1
 
@@ -254,27 +280,14 @@ class EvaluationRun:
 
     def start_for_paths(self, paths: Sequence[str]) -> None:
         """xdist controller: start what the suites under ``paths`` need, before workers start."""
-        from pytest_agentgym.collect import is_suite_file, load_suite, SuiteError
+        from pytest_agentgym.collect import suites_under
 
         envs: list[str] = []
-        for root in paths:
-            root_path = Path(root.split("::")[0])
-            files = [root_path] if root_path.is_file() else sorted(root_path.rglob("*.y*ml"))
-            for path in files:
-                if not is_suite_file(path):
-                    continue
-                try:
-                    suite = load_suite(path, self.settings.node, list(self.settings.env_specs))
-                except SuiteError:
-                    continue  # the workers' collection reports it
-                if self.settings.envs and suite.environment.lower() not in {e.lower() for e in self.settings.envs}:
-                    continue
-                if suite.environment in self.settings.skip_envs:
-                    continue
-                self.gates.setdefault(suite.environment, suite.gates)
-                self.gate_paths.setdefault(suite.environment, str(path))
-                if suite.environment not in envs:
-                    envs.append(suite.environment)
+        for suite in suites_under(list(paths), self.settings):
+            self.gates.setdefault(suite.environment, suite.gates)
+            self.gate_paths.setdefault(suite.environment, str(suite.path))
+            if suite.environment not in envs:
+                envs.append(suite.environment)
         self._begin(envs)
 
     def worker_input(self) -> dict[str, Any]:
@@ -326,16 +339,16 @@ class EvaluationRun:
         self._begin(envs)
         if self._prefetch:
             for item in runnable:
-                self._engine.submit(item.nodeid, self.request_for(item))
+                self.submit(item.nodeid, self.request_for(item))
 
     def result(self, item: Any) -> EpisodeRecord:
         """Block until the item's episode has finished and return its record."""
-        if self._engine is None:
+        if not self._started:
             self._begin([item.suite.environment])
         if item.suite.environment not in self._adapters:
             self.start_envs([item.suite.environment])
             self._adapter(item.suite.environment)
-        return self._engine.submit(item.nodeid, self.request_for(item)).result()
+        return self.submit(item.nodeid, self.request_for(item)).result()
 
     def play(self, key: str, env: str, task_index: int, *, repeat: int, max_rounds: int | None,
              episode_timeout: float | None, sampling: dict[str, Any], min_reward: float | None,
@@ -346,7 +359,7 @@ class EvaluationRun:
             spec = s.spec(env)
         except KeyError:
             raise ValueError(f"unknown environment {env!r}; known: {', '.join(s.env_specs)}") from None
-        if self._engine is None:
+        if not self._started:
             self._begin([spec.name])
         if spec.name not in self._adapters:
             self.start_envs([spec.name])
@@ -360,10 +373,31 @@ class EvaluationRun:
             min_reward=min_reward, nodeid=nodeid, node=s.node, checkpoint=s.checkpoint,
             sampling=dict(sampling),
         )
-        record = self._engine.submit(key, request).result()
+        record = self.submit(key, request).result()
         if self.worker is None:
             self.episode_reported(record.to_dict())
         return record
+
+    def submit(self, key: str, request: EpisodeRequest) -> concurrent.futures.Future[EpisodeRecord]:
+        """Queue an episode; when its endpoint or server could not be had, its record
+        is an error at once (written like any other), and nothing is contacted."""
+        error = self._setup_error or self._env_errors.get(request.spec.name)
+        if error is None and self._engine is not None:
+            return self._engine.submit(key, request)
+        if key not in self._failed_futures:
+            error = error or ErrorInfo("RuntimeError", "the engine did not start", "harness")
+            record = EpisodeRecord(
+                run_id=request.run_id, env=request.spec.name, task_index=request.task_index,
+                repeat=request.repeat, reward=None, success=False, rounds=0, stop_reason="error",
+                started_at=_now(), duration_s=0.0, model=self.info.model if self.info else "none",
+                error=error, min_reward=request.min_reward, outcome="error", nodeid=request.nodeid,
+                checkpoint=request.checkpoint, node=request.node,
+            )
+            self._episode_finished(record)
+            future: concurrent.futures.Future[EpisodeRecord] = concurrent.futures.Future()
+            future.set_result(record)
+            self._failed_futures[key] = future
+        return self._failed_futures[key]
 
     def _episode_finished(self, record: EpisodeRecord) -> None:
         """Engine thread: the episode is on disk before anything else happens."""
