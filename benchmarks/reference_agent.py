@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 
 from pytest_agentgym.model.client import EndpointClient
-from pytest_agentgym.model.vllm import ManagedServer, free_port
+from pytest_agentgym.servers.health import HEALTH_ENDPOINT, Advice, free_port
+from pytest_agentgym.servers.process import ManagedServer
 
 
 def maze_conversation(i: int) -> list[dict[str, str]]:
@@ -52,14 +53,18 @@ async def hammer(base_url: str, requests: int, concurrency: int) -> tuple[float,
 def measure(latency_ms: float, requests: int, concurrency: int, log_dir: Path) -> None:
     port = free_port()
     server = ManagedServer(
-        [sys.executable, "-m", "pytest_agentgym", "reference-agent", "--port", str(port),
-         "--latency-ms", str(latency_ms)],
-        health_url=f"http://127.0.0.1:{port}/health", log_path=log_dir / f"agent-{port}.log",
-        name="reference agent")
-    with server:
+        "reference agent",
+        command=[sys.executable, "-m", "pytest_agentgym", "reference-agent", "--port", "{port}",
+                 "--latency-ms", str(latency_ms)],
+        port=port, health=HEALTH_ENDPOINT, log_path=log_dir / f"agent-{port}.log",
+        label="reference agent", advice=Advice())
+    try:
+        server.spawn()
         startup = server.wait_ready(60, poll_interval=0.02)
-        asyncio.run(hammer(f"http://127.0.0.1:{port}/v1", 20, concurrency))  # warm-up
-        wall, latencies = asyncio.run(hammer(f"http://127.0.0.1:{port}/v1", requests, concurrency))
+        asyncio.run(hammer(server.url + "/v1", 20, concurrency))  # warm-up
+        wall, latencies = asyncio.run(hammer(server.url + "/v1", requests, concurrency))
+    finally:
+        server.stop()
     q = statistics.quantiles(latencies, n=100)
     print(f"latency-ms {latency_ms:>5g}: start {startup:5.2f} s, {requests} requests x{concurrency} "
           f"in {wall:6.2f} s = {requests / wall:7.1f} req/s; "

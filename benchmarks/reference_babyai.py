@@ -15,45 +15,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import socket
 import statistics
-import subprocess
-import sys
 import time
 from collections import defaultdict
-
-import httpx
 
 from pytest_agentgym.envs import adapter_class
 from pytest_agentgym.envs.protocol import EnvClient
 from pytest_agentgym.envs.spec import load_default_specs
 from pytest_agentgym.model.reference.babyai import POLICY
 from pytest_agentgym.servers.embedded.babyai import level_of
+from pytest_agentgym.servers.pool import embedded_command
+from pytest_agentgym.servers.process import ManagedServer
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_server() -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest_agentgym", "serve", "babyai",
-         "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL,  # minigrid prints its rejection sampling
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(url + "/", timeout=1.0)
-            return proc, url
-        except httpx.TransportError:
-            time.sleep(0.05)  # polling for readiness
-    proc.terminate()
-    raise SystemExit(f"babyai server did not answer at {url} within 60 s")
+def start_server() -> ManagedServer:
+    """The embedded BabyAI server on a free loopback port, healthy (its output,
+    minigrid's rejection sampling among it, goes to a log file)."""
+    return ManagedServer("babyai", command=embedded_command("babyai"), startup_timeout=60).start()
 
 
 async def play(client: EnvClient, index: int, random_moves: bool, seed: int) -> tuple[float, int]:
@@ -67,13 +45,16 @@ async def play(client: EnvClient, index: int, random_moves: bool, seed: int) -> 
     try:
         while rounds < spec.max_rounds:
             reply = (POLICY.random_reply if random_moves else POLICY.reply)(messages, rng)
-            action = adapter.parse_action(reply).action
-            result = adapter.read_step(await client.step(opening.env_id, action))
+            parsed = adapter.parse_action(reply)
             rounds += 1
-            reward = result.reward
+            if parsed.action is None:  # refused client-side; the server is not called
+                observation, reward, done = parsed.rejection or "", 0.0, False
+            else:
+                result = adapter.read_step(await client.step(opening.env_id, parsed.action))
+                observation, reward, done = result.observation, result.reward, result.done
             messages += [{"role": "assistant", "content": reply},
-                         {"role": "user", "content": result.observation}]
-            if result.done:
+                         {"role": "user", "content": observation}]
+            if done:
                 break
     finally:
         await client.close(opening.env_id)
@@ -110,14 +91,13 @@ def main() -> None:
     parser.add_argument("--random-repeats", type=int, default=1,
                         help="repeats of the random policy (default: 1; 0 skips it)")
     args = parser.parse_args()
-    proc, url = start_server()
+    server = start_server()
     try:
-        asyncio.run(measure(url, args.tasks, random_moves=False, repeats=1))
+        asyncio.run(measure(server.url, args.tasks, random_moves=False, repeats=1))
         if args.random_repeats:
-            asyncio.run(measure(url, args.tasks, random_moves=True, repeats=args.random_repeats))
+            asyncio.run(measure(server.url, args.tasks, random_moves=True, repeats=args.random_repeats))
     finally:
-        proc.terminate()
-        proc.wait(10)
+        server.stop()
 
 
 if __name__ == "__main__":

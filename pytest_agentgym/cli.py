@@ -4,7 +4,9 @@
     pytest-agentgym reference-agent --port 8100      run the scripted reference agent
     pytest-agentgym envs                             list environments, URLs and health
     pytest-agentgym report reports/<run_id>          render report.html again from results
+                   [--output PATH] [--compress | --no-compress]
     pytest-agentgym publish-outbox reports/<run_id>  deliver NATS events kept in the outbox
+                   [--nats URL] [--create-stream]
 
 Each subcommand is a thin shell over a module that the plugin uses too.
 """
@@ -43,10 +45,15 @@ def _parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="render report.html from a run directory's results")
     report.add_argument("run_dir", help="e.g. reports/latest")
     report.add_argument("--output", default=None, help="where to write (default: RUN_DIR/report.html)")
+    report.add_argument("--compress", action=argparse.BooleanOptionalAction, default=None,
+                        help="gzip the embedded episode data, or not with --no-compress "
+                             "(default: compressed only for large runs)")
 
     outbox = sub.add_parser("publish-outbox", help="deliver the NATS events a run kept in its outbox")
     outbox.add_argument("run_dir", help="e.g. reports/latest")
     outbox.add_argument("--nats", default="nats://127.0.0.1:4222", help="NATS URL (default: nats://127.0.0.1:4222)")
+    outbox.add_argument("--create-stream", action="store_true",
+                        help="create the JetStream stream AGENTGYM on agentgym.> when it is missing")
     return parser
 
 
@@ -70,13 +77,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "report":
         from pytest_agentgym.report.render import render_run_dir
 
-        path = render_run_dir(args.run_dir, output=args.output)
+        path = render_run_dir(args.run_dir, output=args.output, compress=args.compress)
         print(path)
         return 0
     if args.command == "publish-outbox":
         from pytest_agentgym.publish.outbox import publish_outbox_cli
 
-        return publish_outbox_cli(args.run_dir, url=args.nats)
+        return publish_outbox_cli(args.run_dir, url=args.nats, create_stream=args.create_stream)
     raise AssertionError(args.command)
 
 

@@ -27,7 +27,8 @@ from pytest_agentgym.model.endpoints import (
     probe,
 )
 from pytest_agentgym.model.vllm import LaunchError, VLLMOptions, VLLMServer, vllm_command
-from pytest_agentgym.servers.process import HEALTH_ENDPOINT, ManagedServer
+from pytest_agentgym.servers.health import HEALTH_ENDPOINT
+from pytest_agentgym.servers.process import ManagedServer
 
 NODES = Path(__file__).resolve().parents[1] / "pytest_agentgym" / "configs" / "nodes"
 
@@ -305,7 +306,8 @@ def test_children_die_with_the_process_that_launched_them(tmp_path):
     pid_file = tmp_path / "child.pid"
     launcher = textwrap.dedent(f"""
         import signal, sys, time
-        from pytest_agentgym.servers.process import HEALTH_ENDPOINT, ManagedServer
+        from pytest_agentgym.servers.health import HEALTH_ENDPOINT
+        from pytest_agentgym.servers.process import ManagedServer
         server = ManagedServer("child", command=[sys.executable, "-c", {CHILD_SERVER!r}, "{{port}}"],
                                health=HEALTH_ENDPOINT, death_signal=signal.SIGTERM,
                                log_path={str(tmp_path / 'c.log')!r}, startup_timeout=30)

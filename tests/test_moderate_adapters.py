@@ -16,7 +16,7 @@ import pytest
 
 from pytest_agentgym.envs import adapter_class
 from pytest_agentgym.envs.alfworld import ALFWorldAdapter
-from pytest_agentgym.envs.base import ACK_LONG, ACK_SHORT, extract_react
+from pytest_agentgym.envs.base import ACK_LONG, ACK_SHORT, ParsedAction, extract_one_line, extract_react
 from pytest_agentgym.envs.protocol import EnvBadResponse, EnvClient
 from pytest_agentgym.envs.sciworld import SciWorldAdapter
 from pytest_agentgym.envs.spec import load_default_specs
@@ -230,6 +230,18 @@ def test_extract_react_strips_end_of_sequence_marker():
 def test_family_a_without_marker_is_the_same_rule_everywhere(env, reply, action):
     assert extract_react(reply) == action
     assert adapter_class(env)().parse_action(reply).action == action
+
+
+@pytest.mark.parametrize("env", ["BabyAI", "TextCraft"])
+@pytest.mark.parametrize("reply", [
+    # family (b): the 2025 clients' regex finds no "Action:", so they send "" (protocol sheet §0)
+    "go to red ball 1",
+    "Thought: I should get 1 oak logs.",
+    "",
+])
+def test_family_b_without_marker_sends_the_empty_action(env, reply):
+    assert extract_one_line(reply) == ParsedAction("")
+    assert adapter_class(env)().parse_action(reply) == ParsedAction("")
 
 
 @pytest.mark.parametrize("env, must_contain", [

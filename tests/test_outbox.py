@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
 
-from nats_server import NatsServer, Subscriber, free_port, read_stream, sample_run_events
+from nats_server import NatsServer, Subscriber, free_port, read_stream, sample_run_events, stream_names
 from pytest_agentgym.events import Event
 from pytest_agentgym.publish import EventPublisher, Outbox, publish_outbox
 from pytest_agentgym.publish.outbox import publish_outbox_cli
@@ -141,6 +143,36 @@ def test_cli_exit_codes_and_what_it_prints(run_dir, tmp_path, capsys):
         assert publish_outbox_cli(run_dir, url=server.url) == 0
         assert "5 delivered earlier, 0 delivered now" in capsys.readouterr().out
         assert len(asyncio.run(read_stream(server.url))) == 5
+
+
+def test_cli_create_stream_makes_the_stream_the_events_are_stored_in(tmp_path):
+    """Subprocess runs of ``pytest-agentgym publish-outbox``: on a JetStream server
+    without a stream, events go out unstored; with --create-stream they are stored."""
+    events = sample_run_events("run-create-stream", episodes=2)
+    plain, creating = tmp_path / "plain", tmp_path / "creating"
+    for run in (plain, creating):
+        run.mkdir()
+        for event in events:
+            Outbox.of_run(run).append(event)
+
+    def publish(run, url, *flags):
+        return subprocess.run([sys.executable, "-m", "pytest_agentgym", "publish-outbox", str(run),
+                               "--nats", url, *flags], capture_output=True, text=True, timeout=120)
+
+    with NatsServer(tmp_path / "nats", jetstream=True) as server:
+        without = publish(plain, server.url)
+        assert without.returncode == 0, without.stderr
+        assert "JetStream has no stream for" in without.stdout
+        assert asyncio.run(stream_names(server.url)) == []
+
+        created = publish(creating, server.url, "--create-stream")
+        assert created.returncode == 0, created.stderr
+        assert "created stream AGENTGYM on agentgym.>" in created.stdout
+        assert f"{len(events)} delivered now to {server.url} via jetstream" in created.stdout
+        assert asyncio.run(stream_names(server.url)) == ["AGENTGYM"]
+        stored = asyncio.run(read_stream(server.url))
+    assert [msg_id for _, msg_id, _ in stored] == [e.msg_id for e in events]
+    assert [payload for _, _, payload in stored] == [json.loads(e.data()) for e in events]
 
 
 async def _add_stream(url: str) -> None:

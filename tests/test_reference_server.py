@@ -22,7 +22,8 @@ import pytest
 from pytest_agentgym.model.client import EndpointClient, RequestRejected
 from pytest_agentgym.model.reference.base import react
 from pytest_agentgym.model.reference.server import POLICY_MODULES
-from pytest_agentgym.model.vllm import ManagedServer, free_port
+from pytest_agentgym.servers.health import HEALTH_ENDPOINT, Advice, free_port
+from pytest_agentgym.servers.process import ManagedServer
 
 TESTS = Path(__file__).resolve().parent
 _COUNTDOWN = re.compile(r"^Countdown from (\d+)$")
@@ -63,16 +64,16 @@ class Agent:
     """One reference agent process on a free port."""
 
     def __init__(self, tmp: Path, *args: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         env = {"AGENTGYM_REFERENCE_POLICIES": "test_reference_server:COUNTDOWN",
                "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))}
+        port = free_port()
         self.server = ManagedServer(
-            [sys.executable, "-m", "pytest_agentgym", "reference-agent", "--port", str(self.port), *args],
-            health_url=self.url + "/health", log_path=tmp / f"agent-{self.port}.log", env=env,
-            name="reference agent")
+            "reference agent",
+            command=[sys.executable, "-m", "pytest_agentgym", "reference-agent", "--port", "{port}", *args],
+            port=port, health=HEALTH_ENDPOINT, log_path=tmp / f"agent-{port}.log", env=env,
+            startup_timeout=60, label="reference agent", advice=Advice())
+        self.port, self.url = port, self.server.url
         self.server.start()
-        self.server.wait_ready(60, poll_interval=0.05)
 
     def client(self, model: str = "reference") -> EndpointClient:
         return EndpointClient(self.url + "/v1", model, request_timeout=10)

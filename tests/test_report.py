@@ -322,6 +322,36 @@ def test_cli_renders_again_from_the_results_alone(tmp_path):
     assert index_of(other.read_text(encoding="utf-8")) == index_of(target.read_text(encoding="utf-8"))
 
 
+def test_cli_compress_flags_override_the_automatic_choice(tmp_path):
+    from pytest_agentgym.report.render import COMPRESS_ABOVE
+
+    def render(run, *flags: str) -> list[tuple[str, str]]:
+        target = tmp_path / f"{run.path.name}{''.join(flags)}.html"
+        done = subprocess.run([sys.executable, "-m", "pytest_agentgym", "report", str(run.path),
+                               "--output", str(target), *flags],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return chunk_texts(parse(target.read_text(encoding="utf-8")))
+
+    def records(chunks: list[tuple[str, str]]) -> list[dict]:
+        return [record for encoding, text in chunks for record in decode_chunk(encoding, text)]
+
+    small = hostile_run(tmp_path / "small")  # far below COMPRESS_ABOVE: plain JSON by default
+    automatic, forced = render(small), render(small, "--compress")
+    assert {e for e, _ in automatic} == {"json"} and {e for e, _ in forced} == {"gzip-base64"}
+    assert records(forced) == records(automatic)
+
+    # Four distinct observations, together above COMPRESS_ABOVE: gzip by default.
+    size = COMPRESS_ABOVE // 3
+    large = write_run(tmp_path / "large", make_info(), [
+        make_episode("Maze", n, turns=(make_turn(0, observation=f"{n} " + "abcdefghij"[n] * size,
+                                                 done=True),))
+        for n in range(4)])
+    automatic, forbidden = render(large), render(large, "--no-compress")
+    assert {e for e, _ in automatic} == {"gzip-base64"} and {e for e, _ in forbidden} == {"json"}
+    assert records(forbidden) == records(automatic)
+
+
 def test_cli_on_a_directory_without_results(tmp_path):
     done = subprocess.run([sys.executable, "-m", "pytest_agentgym", "report", str(tmp_path)],
                           capture_output=True, text=True, timeout=120)

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import jinja2
 
@@ -73,6 +73,10 @@ class EnvAdapter:
     #: File name of the instruction template under pytest_agentgym/envs/prompts/.
     prompt_template: ClassVar[str]
     acknowledgement: ClassVar[str] = ACK_LONG
+    #: Which field of the id dialect's step answer the AgentGym client returns as
+    #: the step's reward: "reward", or "score" (BabyAI and SciWorld, where the
+    #: score is the running total and "reward" only the change).
+    reward_from: ClassVar[Literal["reward", "score"]] = "reward"
 
     def __init__(self, template_path: str | Path | None = None) -> None:
         """``template_path`` replaces the shipped prompt (configs: envs.<Name>.prompt_template)."""
@@ -142,14 +146,20 @@ class EnvAdapter:
         return ParsedAction(extract_react(reply))
 
     def read_step(self, body: Any) -> StepResult:
-        """Read ``POST /step``'s answer (id dialect default: observation, reward, done)."""
-        if not isinstance(body, dict) or not {"observation", "reward", "done"} <= body.keys():
+        """Read ``POST /step``'s answer (id dialect: observation, reward, done, maybe score).
+
+        The step's reward is the field named by :attr:`reward_from`, which must
+        be present; ``score`` is kept when the server sends one.
+        """
+        required = {"observation", "done", self.reward_from}
+        if not isinstance(body, dict) or not required <= body.keys():
             raise TypeError(
-                f'expected {{"observation", "reward", "done"}}, got {body!r:.200}'
+                f"{self.name} /step should answer {{{', '.join(sorted(required))}}}, "
+                f"got {body!r:.200}"
             )
         return StepResult(
             observation=str(body["observation"]),
-            reward=float(body["reward"]),
+            reward=float(body[self.reward_from]),
             done=bool(body["done"]),
             score=float(body["score"]) if body.get("score") is not None else None,
         )
@@ -188,11 +198,13 @@ def extract_react(reply: str) -> str:
 def extract_one_line(reply: str) -> ParsedAction:
     """Family (b), BabyAI and TextCraft (2025 clients): exactly one ``Action:``;
     the action is the first non-blank line after it, reduced to ``[A-Za-z0-9, ]``
-    with runs of spaces collapsed. More than one ``Action:`` is refused."""
+    with runs of spaces collapsed. More than one ``Action:`` is refused; with
+    none the original clients send the empty action (not the reply), which the
+    servers answer with their usual message (BabyAI: "No change in state.")."""
     matches = _ONE_LINE_ACTION.findall(reply)
     if len(matches) > 1:
         return ParsedAction(None, TOO_MANY_ACTIONS)
-    raw = matches[0] if matches else reply
+    raw = matches[0] if matches else ""
     return ParsedAction(" ".join(_NOT_ACTION_CHARS.sub("", raw).split()))
 
 

@@ -5,8 +5,8 @@
 * First observation: ``task_description + "\\n" + observation`` (the original client).
 * Step answer: ``{"observation", "reward" (the change), "score", "done"}``; the
   client reports ``score`` (0-100, negative when the task failed) as the step's
-  reward, so the episode's reward is the last score. Success (``score == 100``)
-  is the rule in configs/envs.yaml.
+  reward (``reward_from = "score"``), so the episode's reward is the last score.
+  Success (``score == 100``) is the rule in configs/envs.yaml.
 * Actions are read with family (a), the base class default. The server has ``/close`` (each env is a JVM).
 """
 
@@ -15,10 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_agentgym.envs import register
-from pytest_agentgym.envs.base import ACK_LONG, EnvAdapter, StepResult
+from pytest_agentgym.envs.base import ACK_LONG, EnvAdapter
 
 _RESET_KEYS = ("task_description", "observation")
-_STEP_KEYS = ("observation", "score", "done")
 
 
 @register
@@ -26,6 +25,7 @@ class SciWorldAdapter(EnvAdapter):
     name = "SciWorld"
     prompt_template = "sciworld.j2"
     acknowledgement = ACK_LONG
+    reward_from = "score"
 
     def reset_payload(self, task_index: int) -> dict[str, Any]:
         return {"data_idx": task_index}
@@ -39,17 +39,3 @@ class SciWorldAdapter(EnvAdapter):
                 f"got {reset_body!r:.200}"
             )
         return reset_body["task_description"] + "\n" + reset_body["observation"]
-
-    def read_step(self, body: Any) -> StepResult:
-        if not isinstance(body, dict) or not all(key in body for key in _STEP_KEYS):
-            raise TypeError(
-                f'SciWorld /step should answer {{"observation", "reward", "score", "done"}}, '
-                f"got {body!r:.200}"
-            )
-        score = float(body["score"])
-        return StepResult(
-            observation=str(body["observation"]),
-            reward=score,
-            done=bool(body["done"]),
-            score=score,
-        )

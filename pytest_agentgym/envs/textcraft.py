@@ -20,9 +20,10 @@ Follows AgentGym's ``TextCraftEnvClient``:
 
 from __future__ import annotations
 
+from typing import Any
+
 from pytest_agentgym.envs import register
-from pytest_agentgym.envs.base import EnvAdapter, Opening, ParsedAction, extract_one_line
-from pytest_agentgym.envs.protocol import EnvBadResponse, EnvClient
+from pytest_agentgym.envs.base import EnvAdapter, ParsedAction, extract_one_line
 
 #: What the AgentGym client posts to /create (its extra "minecraft_dir" key is ignored
 #: by the server and left out here).
@@ -34,20 +35,11 @@ class TextCraftAdapter(EnvAdapter):
     name = "TextCraft"
     prompt_template = "textcraft.j2"
 
-    async def open(self, client: EnvClient, task_index: int) -> Opening:
-        env_id = await client.create(dict(CREATE_BODY))
-        body = await client.reset(env_id, self.reset_payload(task_index))
-        try:
-            observation = self.first_observation(body)
-        except TypeError as exc:
-            raise EnvBadResponse(
-                str(exc), url=client.base_url, endpoint="/reset", env=client.env, env_id=env_id
-            ) from exc
-        return Opening(env_id, self.conversation(observation))
+    def create_body(self) -> dict[str, Any]:
+        return dict(CREATE_BODY)
 
     def parse_action(self, reply: str) -> ParsedAction:
-        if "Action:" not in reply:
-            return ParsedAction("")
+        """Family (b); the action ``look`` (any case) goes out as ``inventory``."""
         parsed = extract_one_line(reply)
         if parsed.action is not None and parsed.action.lower() == "look":
             return ParsedAction("inventory")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_agentgym.envs import register
-from pytest_agentgym.envs.base import EnvAdapter, Opening, ParsedAction, extract_first_split
+from pytest_agentgym.envs.base import EnvAdapter, ParsedAction, extract_first_split
 from pytest_agentgym.envs.protocol import EnvBadResponse, EnvClient
 
 #: The human turn that opens AgentGym's Wordle conversation, before the acknowledgement.
@@ -35,22 +35,24 @@ class WordleAdapter(EnvAdapter):
         """The rules prompt with the vocabulary filled in (one word per line)."""
         return self.instructions(vocab="\n".join(words), words=list(words))
 
-    async def open(self, client: EnvClient, task_index: int) -> Opening:
-        env_id = await client.create()
+    async def reset_and_observe(self, client: EnvClient, env_id: int, task_index: int) -> str:
+        """``GET /filtered_vocab``, then ``POST /reset``; the first user turn is the
+        rules prompt with that vocabulary (the reset's own text is not shown)."""
         words = await client.get("/filtered_vocab", env_id)
         if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
             raise EnvBadResponse(
                 f"expected a JSON list of words, got {words!r:.200}",
                 url=client.base_url, endpoint="/filtered_vocab", env=client.env, env_id=env_id,
             )
-        await client.reset(env_id, self.reset_payload(task_index))  # its text is not shown
-        return Opening(
-            env_id,
-            (
-                {"role": "user", "content": self.persona},
-                {"role": "assistant", "content": self.acknowledgement},
-                {"role": "user", "content": self.rules(words)},
-            ),
+        await client.reset(env_id, self.reset_payload(task_index))
+        return self.rules(words)
+
+    def conversation(self, observation: str, **context: Any) -> tuple[dict[str, str], ...]:
+        """[persona, acknowledgement, rules prompt]."""
+        return (
+            {"role": "user", "content": self.persona},
+            {"role": "assistant", "content": self.acknowledgement},
+            {"role": "user", "content": observation},
         )
 
     def parse_action(self, reply: str) -> ParsedAction:

@@ -37,7 +37,8 @@ from pytest_agentgym.model.client import (
     reject_unknown_keys,
 )
 from pytest_agentgym.model.vllm import MODEL_STOP_GRACE, LaunchError, VLLMOptions, VLLMServer
-from pytest_agentgym.servers.process import HEALTH_ENDPOINT, Advice, ManagedServer
+from pytest_agentgym.servers.health import HEALTH_ENDPOINT, Advice
+from pytest_agentgym.servers.process import ManagedServer
 
 KINDS = ("openai", "tensorzero", "ollama", "vllm", "reference")
 LAUNCHABLE = ("vllm", "reference")

@@ -25,15 +25,14 @@ import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping, Sequence
-
-import httpx
+from typing import Any, Mapping
 
 from pytest_agentgym.model.client import reject_unknown_keys
 from pytest_agentgym.servers import process
-from pytest_agentgym.servers.process import HEALTH_ENDPOINT, Advice, HealthCheck, ServerStartError, free_port
+from pytest_agentgym.servers.health import HEALTH_ENDPOINT, Advice, free_port
+from pytest_agentgym.servers.process import ServerStartError
 
-__all__ = ["LaunchError", "MODEL_STOP_GRACE", "ManagedServer", "VLLMOptions", "VLLMServer",
+__all__ = ["LaunchError", "MODEL_STOP_GRACE", "VLLMOptions", "VLLMServer",
            "VLLM_PYTHON_ENV", "free_port", "vllm_command"]
 
 #: environment variable naming the python interpreter that has vLLM installed
@@ -175,27 +174,3 @@ class VLLMServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-class ManagedServer(process.ManagedServer):
-    """The launcher's former spelling, kept for callers not yet moved over
-    (tests/test_reference_server.py, benchmarks/reference_agent.py).
-
-    ``ManagedServer(argv, health_url=..., log_path=..., name=...)`` runs ``argv``
-    (the port already in it) and counts HTTP 200 from ``health_url`` as healthy;
-    ``with server:`` only spawns, :meth:`wait_ready` waits. New code uses
-    :class:`pytest_agentgym.servers.process.ManagedServer` directly.
-    """
-
-    def __init__(self, argv: Sequence[str], *, health_url: str, log_path: str | os.PathLike[str],
-                 name: str = "server", env: Mapping[str, str] | None = None,
-                 cwd: str | os.PathLike[str] | None = None) -> None:
-        url = httpx.URL(health_url)
-        super().__init__(name, command=[str(a) for a in argv], host=url.host, port=url.port,
-                         log_path=log_path, env=env, cwd=cwd, label=name, advice=Advice(),
-                         health=HealthCheck(url.path or "/", require_ok=True),
-                         stop_grace=MODEL_STOP_GRACE, death_signal=signal.SIGTERM)
-
-    def __enter__(self) -> "ManagedServer":
-        self.spawn()
-        return self

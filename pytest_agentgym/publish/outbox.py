@@ -197,9 +197,11 @@ async def _deliver(outbox: Outbox, url: str, **options) -> OutboxDelivery:
                           notes=tuple(notes) + tuple(problems), error=error, **report)
 
 
-def publish_outbox_cli(run_dir: str | Path, url: str) -> int:
-    """``pytest-agentgym publish-outbox RUN_DIR --nats URL``: 0 when everything is
-    delivered (or there was nothing to deliver), 1 when something is left, 2 for a bad RUN_DIR."""
+def publish_outbox_cli(run_dir: str | Path, url: str, *, create_stream: bool = False) -> int:
+    """``pytest-agentgym publish-outbox RUN_DIR --nats URL [--create-stream]``: 0 when
+    everything is delivered (or there was nothing to deliver), 1 when something is
+    left, 2 for a bad RUN_DIR. ``create_stream`` creates stream AGENTGYM on
+    ``agentgym.>`` when the server has JetStream but not that stream."""
     run_dir = Path(run_dir)
     if not run_dir.exists():
         print(f"publish-outbox: {run_dir} does not exist; pass a run directory such as reports/latest",
@@ -209,7 +211,7 @@ def publish_outbox_cli(run_dir: str | Path, url: str) -> int:
     if not outbox.path.exists():
         print(f"{outbox.path}: no outbox, nothing to deliver (every event of this run reached NATS)")
         return 0
-    result = publish_outbox(run_dir, url)
+    result = publish_outbox(run_dir, url, create_stream=create_stream)
     for note in result.notes:
         print(note)
     via = f" to {url} via {result.mode}" if result.mode in ("jetstream", "core") else ""

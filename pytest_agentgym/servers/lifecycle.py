@@ -1,7 +1,8 @@
 """Start, watch, restart and stop servers: the public names in one place.
 
 The work is done in :mod:`pytest_agentgym.servers.process` (one server:
-spawn, health, death signal, stop) and :mod:`pytest_agentgym.servers.pool`
+spawn, death signal, stop), :mod:`pytest_agentgym.servers.health` (ports,
+health probes, commands, messages) and :mod:`pytest_agentgym.servers.pool`
 (which server each environment gets, and the pool that starts them). This
 module re-exports their public names, so ``from
 pytest_agentgym.servers.lifecycle import ServerPool`` keeps working.
@@ -9,6 +10,17 @@ pytest_agentgym.servers.lifecycle import ServerPool`` keeps working.
 
 from __future__ import annotations
 
+from pytest_agentgym.servers.health import (
+    ANY_ANSWER,
+    DEFAULT_HOST,
+    HEALTH_ENDPOINT,
+    Advice,
+    HealthCheck,
+    build_argv,
+    free_port,
+    probe,
+    server_url,
+)
 from pytest_agentgym.servers.pool import (
     ServerPlan,
     ServerPool,
@@ -16,20 +28,7 @@ from pytest_agentgym.servers.pool import (
     embedded_command,
     plan_server,
 )
-from pytest_agentgym.servers.process import (
-    ANY_ANSWER,
-    DEFAULT_HOST,
-    HEALTH_ENDPOINT,
-    Advice,
-    HealthCheck,
-    ManagedServer,
-    ServerError,
-    ServerStartError,
-    build_argv,
-    free_port,
-    probe,
-    server_url,
-)
+from pytest_agentgym.servers.process import ManagedServer, ServerError, ServerStartError
 
 __all__ = [
     "ANY_ANSWER", "DEFAULT_HOST", "HEALTH_ENDPOINT", "Advice", "HealthCheck", "ManagedServer",

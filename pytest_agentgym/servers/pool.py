@@ -24,14 +24,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Literal, Mapping
 
 from pytest_agentgym.envs.spec import EnvSpec
-from pytest_agentgym.servers.process import (
-    DEFAULT_HOST,
-    ManagedServer,
-    ServerError,
-    build_argv,
-    free_port,
-    probe,
-)
+from pytest_agentgym.servers.health import DEFAULT_HOST, build_argv, free_port, probe
+from pytest_agentgym.servers.process import ManagedServer, ServerError
 
 
 class ServerUnavailable(ServerError):

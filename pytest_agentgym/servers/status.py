@@ -20,7 +20,7 @@ from typing import Literal, Mapping, TextIO
 
 from pytest_agentgym.envs.spec import EnvConfigError, EnvSpec, load_default_specs, load_specs
 from pytest_agentgym.servers.pool import plan_server
-from pytest_agentgym.servers.process import probe
+from pytest_agentgym.servers.health import probe
 
 Health = Literal["up", "spawnable", "down"]
 

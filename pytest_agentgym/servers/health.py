@@ -1,0 +1,120 @@
+"""Addresses, health checks, commands and messages for the servers we run or attach to.
+
+The pieces of :mod:`pytest_agentgym.servers.process` that need no process:
+choosing a free loopback port, writing a server's URL, probing it for health
+(:class:`HealthCheck`), filling a command's ``{host}``/``{port}``/``{python}``
+placeholders, and the wording of start failures (:func:`describe_exit`,
+:class:`Advice`). No pytest here.
+"""
+
+from __future__ import annotations
+
+import shlex
+import signal
+import socket
+import sys
+from dataclasses import dataclass
+from typing import Sequence
+
+import httpx
+
+DEFAULT_HOST = "127.0.0.1"
+#: A server command: a shell-like string (split, never run by a shell) or an argv list.
+Command = str | Sequence[str]
+
+
+# -- addresses -----------------------------------------------------------------------
+
+
+def free_port(host: str = DEFAULT_HOST) -> int:
+    """A TCP port that nothing listens on right now."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def server_url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+# -- health --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    """What a healthy server answers: ``GET path``, with any status or only 200."""
+
+    path: str = "/"
+    require_ok: bool = False
+
+    def describe(self) -> str:
+        return f"GET {self.path}" + (" with HTTP 200" if self.require_ok else "")
+
+
+#: environment servers: any HTTP answer to ``GET /``
+ANY_ANSWER = HealthCheck("/")
+#: vLLM and the reference agent: HTTP 200 from ``GET /health``
+HEALTH_ENDPOINT = HealthCheck("/health", require_ok=True)
+
+
+def probe(url: str, timeout: float, check: HealthCheck = ANY_ANSWER) -> str | None:
+    """``None`` when ``url`` passes ``check``, else why not (a short phrase)."""
+    try:
+        response = httpx.get(url.rstrip("/") + check.path, timeout=timeout)
+    except httpx.ConnectError:
+        return "connection refused"
+    except httpx.ConnectTimeout:
+        return f"connecting took longer than {timeout:g} s"
+    except httpx.TimeoutException:
+        return f"the port accepts connections but nothing answered within {timeout:g} s"
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    if check.require_ok and response.status_code != 200:
+        return f"GET {check.path} answered HTTP {response.status_code}"
+    return None
+
+
+# -- commands and messages -------------------------------------------------------------
+
+
+def build_argv(command: Command, *, host: str, port: int, python: str = sys.executable) -> list[str]:
+    """The argv of ``command`` with ``{host}``, ``{port}`` and ``{python}`` filled in.
+
+    A string is split like a shell would (no shell runs it); a sequence is used as is.
+    """
+    parts = shlex.split(command) if isinstance(command, str) else [str(p) for p in command]
+    if not parts:
+        raise ValueError("empty server command")
+    values = {"{host}": host, "{port}": str(port), "{python}": python}
+    filled = []
+    for part in parts:
+        for placeholder, value in values.items():
+            part = part.replace(placeholder, value)
+        filled.append(part)
+    return filled
+
+
+def describe_exit(code: int) -> str:
+    """'exited with code 3' or 'was killed by SIGKILL'."""
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+@dataclass(frozen=True)
+class Advice:
+    """The clause that ends each kind of start failure: what the user can change."""
+
+    cannot_run: str = "is it installed, and is the command right?"
+    slow_start: str = "give it a longer startup timeout if it is slow to start"
+    attach: str = "is it running and healthy?"
+
+
+def environment_advice(name: str) -> Advice:
+    """Advice naming the keys of configs/envs.yaml for environment ``name``."""
+    return Advice("is it installed, and is the command in envs.yaml right?",
+                  f"raise envs.{name}.startup_timeout if it is slow to start",
+                  f"is it running and healthy? start it, or point envs.{name}.url at one that is")
