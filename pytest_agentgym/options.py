@@ -15,24 +15,22 @@ from typing import Any, Callable
 import pytest
 
 
-def parse_positive_int(text: str) -> int:
+def _parse_int(text: str, minimum: int) -> int:
     try:
         value = int(text)
     except (TypeError, ValueError):
         raise ValueError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise ValueError(f"expected a number >= 1, got {value}")
+    if value < minimum:
+        raise ValueError(f"expected a number >= {minimum}, got {value}")
     return value
+
+
+def parse_positive_int(text: str) -> int:
+    return _parse_int(text, 1)
 
 
 def parse_non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except (TypeError, ValueError):
-        raise ValueError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise ValueError(f"expected a number >= 0, got {value}")
-    return value
+    return _parse_int(text, 0)
 
 
 def parse_seconds(text: str) -> float:
