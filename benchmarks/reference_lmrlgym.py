@@ -12,78 +12,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import random
-import socket
 import statistics
-import subprocess
-import sys
-import time
 
-import httpx
-
-from pytest_agentgym.envs import adapter_class
-from pytest_agentgym.envs.protocol import EnvClient
-from pytest_agentgym.envs.spec import load_default_specs
 from pytest_agentgym.model.reference import maze as maze_policy
 from pytest_agentgym.model.reference import wordle as wordle_policy
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_server() -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest_agentgym", "serve", "lmrlgym",
-         "--host", "127.0.0.1", "--port", str(port)],
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(url + "/", timeout=1.0)
-            return proc, url
-        except httpx.TransportError:
-            time.sleep(0.05)  # polling for readiness
-    proc.terminate()
-    raise SystemExit(f"lmrlgym server did not answer at {url} within 60 s")
-
-
-async def play(env: str, client: EnvClient, policy, index: int, random_moves: bool, seed: int):
-    """One episode as AgentGym's evaluator runs it; returns (final reward, rounds)."""
-    spec = load_default_specs()[env]
-    adapter = adapter_class(env)()
-    rng = random.Random(seed)
-    opening = await adapter.open(client, index)
-    messages = list(opening.messages)
-    reward, rounds = 0.0, 0
-    while rounds < spec.max_rounds:
-        reply = (policy.random_reply if random_moves else policy.reply)(messages, rng)
-        action = adapter.parse_action(reply).action
-        result = adapter.read_step(await client.step(opening.env_id, action))
-        rounds += 1
-        reward = result.reward
-        messages += [{"role": "assistant", "content": reply},
-                     {"role": "user", "content": result.observation}]
-        if result.done:
-            break
-    return reward, rounds
+from reference_play import embedded_server, play
 
 
 async def measure(env: str, url: str, policy, indices, random_moves: bool, repeats: int):
-    """Episodes one after another through one client (creating an httpx client costs
-    far more than an episode, so it is kept out of the figure)."""
-    spec = load_default_specs()[env]
-    async with EnvClient(spec.base_url(url), env=env, dialect=spec.dialect) as client:
-        started = time.perf_counter()
-        outcomes = [
-            await play(env, client, policy, index, random_moves, seed=repeat)
-            for repeat in range(repeats) for index in indices
-        ]
-        elapsed = time.perf_counter() - started
+    records, elapsed = await play(env, url, policy, indices, random_moves=random_moves,
+                                  repeats=repeats, seed=lambda index, repeat: repeat)
+    outcomes = [(r.reward, r.rounds) for r in records]
     wins = [rounds for reward, rounds in outcomes if reward == 1]
     label = "random   " if random_moves else "reference"
     print(
@@ -96,17 +35,14 @@ async def measure(env: str, url: str, policy, indices, random_moves: bool, repea
 
 
 async def main(wordle_seeds: int, random_repeats: int) -> None:
-    proc, url = start_server()
-    try:
+    with embedded_server("lmrlgym") as server:
+        url = server.url
         await measure("Maze", url, maze_policy.POLICY, list(range(25)), False, 1)
         await measure("Wordle", url, wordle_policy.POLICY, list(range(wordle_seeds)), False, 1)
         if random_repeats:
             await measure("Maze", url, maze_policy.POLICY, list(range(25)), True, random_repeats)
             await measure("Wordle", url, wordle_policy.POLICY, list(range(wordle_seeds)), True,
                           random_repeats)
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 if __name__ == "__main__":

@@ -15,83 +15,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import random
-import socket
 import statistics
-import subprocess
-import sys
-import time
 from collections import defaultdict
 
-import httpx
-
-from pytest_agentgym.envs import adapter_class
-from pytest_agentgym.envs.protocol import EnvClient
 from pytest_agentgym.envs.spec import load_default_specs
 from pytest_agentgym.model.reference.textcraft import POLICY
 from pytest_agentgym.servers.embedded.textcraft_tasks import shipped_tasks
+from reference_play import embedded_server, play
 
 SPEC = load_default_specs()["TextCraft"]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_server() -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest_agentgym", "serve", "textcraft",
-         "--host", "127.0.0.1", "--port", str(port)],
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(url + "/", timeout=1.0)
-            return proc, url
-        except httpx.TransportError:
-            time.sleep(0.05)  # polling for readiness
-    proc.terminate()
-    raise SystemExit(f"textcraft server did not answer at {url} within 60 s")
-
-
-async def play(client: EnvClient, index: int, random_moves: bool, seed: int) -> tuple[float, int]:
-    """One episode; returns (final reward, rounds)."""
-    adapter = adapter_class("TextCraft")()
-    rng = random.Random(seed)
-    opening = await adapter.open(client, index)
-    messages = list(opening.messages)
-    reward, rounds = 0.0, 0
-    try:
-        while rounds < SPEC.max_rounds:
-            reply = (POLICY.random_reply if random_moves else POLICY.reply)(messages, rng)
-            parsed = adapter.parse_action(reply)
-            rounds += 1
-            if parsed.action is None:  # refused client-side; the server is not called
-                observation, reward, done = parsed.rejection, 0.0, False
-            else:
-                result = adapter.read_step(await client.step(opening.env_id, parsed.action))
-                observation, reward, done = result.observation, result.reward, result.done
-            messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": observation}]
-            if done:
-                break
-    finally:
-        await client.close(opening.env_id)
-    return reward, rounds
-
-
 async def measure(url: str, indices: range, random_moves: bool, repeats: int) -> None:
-    outcomes: list[tuple[int, float, int]] = []
-    started = time.perf_counter()
-    async with EnvClient(SPEC.base_url(url), env="TextCraft", dialect=SPEC.dialect) as client:
-        for repeat in range(repeats):
-            for index in indices:
-                reward, rounds = await play(client, index, random_moves, seed=index * 1000 + repeat)
-                outcomes.append((index, reward, rounds))
-    elapsed = time.perf_counter() - started
+    records, elapsed = await play("TextCraft", url, POLICY, indices, random_moves=random_moves,
+                                  repeats=repeats)
+    outcomes = [(r.task_index, r.reward, r.rounds) for r in records]
     wins = [reward == 1 for _, reward, _ in outcomes]
     tasks = shipped_tasks()
     by_depth: dict[int, list[bool]] = defaultdict(list)
@@ -120,16 +58,12 @@ def main() -> None:
     parser.add_argument("--random-repeats", type=int, default=1,
                         help="repeats of the random policy (default: 1; 0 skips it)")
     args = parser.parse_args()
-    proc, url = start_server()
-    try:
-        asyncio.run(measure(url, range(args.tasks), random_moves=False, repeats=1))
+    with embedded_server("textcraft") as server:
+        asyncio.run(measure(server.url, range(args.tasks), random_moves=False, repeats=1))
         if args.random_repeats:
-            asyncio.run(measure(url, range(args.tasks), random_moves=True, repeats=args.random_repeats))
+            asyncio.run(measure(server.url, range(args.tasks), random_moves=True, repeats=args.random_repeats))
         if args.all:
-            asyncio.run(measure(url, range(544), random_moves=False, repeats=1))
-    finally:
-        proc.terminate()
-        proc.wait(10)
+            asyncio.run(measure(server.url, range(544), random_moves=False, repeats=1))
 
 
 if __name__ == "__main__":

@@ -13,9 +13,6 @@ original clients do, and the figure includes the envs it keeps.
 from __future__ import annotations
 
 import argparse
-import socket
-import subprocess
-import sys
 import time
 
 import httpx
@@ -23,6 +20,7 @@ import psutil
 
 from pytest_agentgym.envs import adapter_class
 from pytest_agentgym.envs.spec import load_default_specs
+from reference_play import embedded_server
 
 #: Per server: an action every task accepts, and how many task indices to cycle over.
 WORKLOADS = {
@@ -32,34 +30,8 @@ WORKLOADS = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start(name: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest_agentgym", "serve", name, "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"server {name!r} exited with {proc.returncode}; try `pytest-agentgym serve {name}`")
-        try:
-            httpx.get(url + "/", timeout=1.0)
-            return proc, url
-        except httpx.TransportError:
-            time.sleep(0.05)  # polling for readiness
-    proc.terminate()
-    raise SystemExit(f"server {name!r} did not answer at {url} within 60 s")
-
-
-def rss_mb(proc: subprocess.Popen) -> float:
-    return psutil.Process(proc.pid).memory_info().rss / 2**20
+def rss_mb(pid: int) -> float:
+    return psutil.Process(pid).memory_info().rss / 2**20
 
 
 def cycles(http: httpx.Client, base: str, env: str, count: int, offset: int, steps: int,
@@ -88,23 +60,18 @@ def main() -> None:
         raise SystemExit(f"unknown server {args.name!r}; choose one of {', '.join(WORKLOADS)}")
     action, tasks = WORKLOADS[args.name]
     spec = next(s for s in load_default_specs().values() if s.embedded == args.name)
-    proc, url = start(args.name)
-    base = spec.base_url(url)
-    try:
-        with httpx.Client(timeout=60) as http:
-            run = lambda count, offset: cycles(  # noqa: E731
-                http, base, spec.name, count, offset, args.steps, action, tasks, spec.has_close)
-            run(args.warmup, 0)
-            before = rss_mb(proc)
-            started = time.perf_counter()
-            run(args.cycles // 2, args.warmup)
-            middle = rss_mb(proc)
-            run(args.cycles - args.cycles // 2, args.warmup + args.cycles // 2)
-            after = rss_mb(proc)
-            elapsed = time.perf_counter() - started
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    with embedded_server(args.name) as server, httpx.Client(timeout=60) as http:
+        base = spec.base_url(server.url)
+        run = lambda count, offset: cycles(  # noqa: E731
+            http, base, spec.name, count, offset, args.steps, action, tasks, spec.has_close)
+        run(args.warmup, 0)
+        before = rss_mb(server.pid)
+        started = time.perf_counter()
+        run(args.cycles // 2, args.warmup)
+        middle = rss_mb(server.pid)
+        run(args.cycles - args.cycles // 2, args.warmup + args.cycles // 2)
+        after = rss_mb(server.pid)
+        elapsed = time.perf_counter() - started
     print(f"{args.name} ({spec.name}): {args.cycles} cycles of create/reset/{args.steps} steps"
           f"{'/close' if spec.has_close else ''} after {args.warmup} warm-up cycles, {elapsed:.1f} s")
     print(f"  RSS before {before:.1f} MiB, halfway {middle:.1f} MiB, after {after:.1f} MiB "
