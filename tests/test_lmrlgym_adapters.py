@@ -24,16 +24,8 @@ from pytest_agentgym.envs.wordle import WordleAdapter
 from pytest_agentgym.model.reference import maze as maze_policy
 from pytest_agentgym.model.reference import wordle as wordle_policy
 
-VOCABULARY = (
-    "panic solar shire proxy point robot prick wince crimp knoll "
-    "sugar whack mount perky could wrung light those moist shard "
-    "pleat aloft skill elder frame humor pause ulcer ultra robin "
-    "cynic aroma caulk shake dodge swill tacit other thorn trove"
-).split()
-FIRST_TARGET = (
-    "frame crimp proxy wrung wrung trove tacit pleat could robin tacit ultra cynic "
-    "light prick perky elder shake whack shire knoll sugar crimp moist frame"
-).split()
+from wordle_facts import FIRST_TARGET, VOCABULARY
+
 MOVES = {"move up", "move down", "move left", "move right"}
 
 

@@ -14,19 +14,7 @@ import json
 import httpx
 import pytest
 
-# Sheet 14.2.2, in file order.
-VOCABULARY = (
-    "panic solar shire proxy point robot prick wince crimp knoll "
-    "sugar whack mount perky could wrung light those moist shard "
-    "pleat aloft skill elder frame humor pause ulcer ultra robin "
-    "cynic aroma caulk shake dodge swill tacit other thorn trove"
-).split()
-
-# Sheet 14.2.3: the target of the first valid guess for seeds 0-24.
-FIRST_TARGET = (
-    "frame crimp proxy wrung wrung trove tacit pleat could robin tacit ultra cynic "
-    "light prick perky elder shake whack shire knoll sugar crimp moist frame"
-).split()
+from wordle_facts import FIRST_TARGET, VOCABULARY
 
 SOLVED = '{"observation":"g g g g g\\n","reward":1,"done":true}'
 INVALID = '{"observation":"invalid word","reward":0.0,"done":false}'
