@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import threading
 from typing import Awaitable, Callable
 
@@ -72,14 +73,10 @@ class Engine:
     async def _run(self, request: EpisodeRequest) -> EpisodeRecord:
         async with self._semaphore:
             adapter = self._adapters[request.spec.name]
-            hook = None
+            before_retry = None
             if self._before_retry is not None:
-                env, callback = request.spec.name, self._before_retry
-
-                async def hook(error: ErrorInfo) -> None:
-                    await callback(env, error)
-
-            record = await run_episode(request, adapter, self._client(request), self._model, hook)
+                before_retry = functools.partial(self._before_retry, request.spec.name)
+            record = await run_episode(request, adapter, self._client(request), self._model, before_retry)
         if self._on_finished is not None:
             self._on_finished(record)  # e.g. appended to episodes.jsonl before anyone waits on it
         return record

@@ -285,10 +285,19 @@ class EvaluationRun:
         envs: list[str] = []
         for suite in suites_under(list(paths), self.settings):
             self.gates.setdefault(suite.environment, suite.gates)
-            self.gate_paths.setdefault(suite.environment, str(suite.path))
+            self.gate_paths.setdefault(suite.environment, self._node_path(suite.path))
             if suite.environment not in envs:
                 envs.append(suite.environment)
         self._begin(envs)
+
+    def _node_path(self, path: Path) -> str:
+        """``path`` as pytest writes it in node ids (relative to the rootdir, '/'-separated),
+        so a gate has the same id with and without xdist."""
+        root = Path(self.config.rootpath) if self.config is not None else Path.cwd()
+        try:
+            return path.resolve().relative_to(root.resolve()).as_posix()
+        except ValueError:
+            return path.as_posix()
 
     def worker_input(self) -> dict[str, Any]:
         chosen = self.ensure_endpoint()

@@ -140,12 +140,23 @@ def test_an_episode_below_min_reward_fails_with_reward_threshold_and_last_turns(
 
 def test_xdist_gives_the_same_reward_per_task_as_a_single_process(pytester):
     node = make_project(pytester)
-    suite(pytester, "maze", "environment: Maze\ntasks: 0-5\n")
+    suite(pytester, "maze", "environment: Maze\ntasks: 0-5\ngates: [success_rate >= 0.5]\n")
     suite(pytester, "wordle", "environment: Wordle\ntasks: 0-5\n")
-    single = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-run-id=single")
+    suites = str(pytester.path / "suites")  # absolute: node ids must not depend on how paths are given
+    single = run(pytester, suites, f"--agentgym-node={node}", "--agentgym-run-id=single",
+                 "--junitxml=single.xml")
     assert single.ret == 0, single.stdout.str()
-    parallel = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-run-id=parallel", "-n", "2")
+    parallel = run(pytester, suites, f"--agentgym-node={node}", "--agentgym-run-id=parallel", "-n", "2",
+                   "--junitxml=parallel.xml")
     assert parallel.ret == 0, parallel.stdout.str()
+
+    def gate_cases(report: str) -> list[str]:
+        import re
+
+        return re.findall(r'<testcase classname="[^"]*" name="gate\[[^"]*\]"', (pytester.path / report).read_text())
+
+    assert gate_cases("single.xml") == gate_cases("parallel.xml") == [
+        '<testcase classname="suites.maze.yaml.Maze" name="gate[success_rate &gt;= 0.5]"']
 
     def rewards(run_id: str) -> dict:
         return {(r["env"], r["task_index"]): r["reward"] for r in episodes(pytester, run_id)}

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import sys
 
-import pytest
-
 from test_harness import episodes, make_project, run, suite
 
 
