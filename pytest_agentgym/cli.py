@@ -75,8 +75,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return envs_main(config=args.config, host=args.host, timeout=args.timeout)
     if args.command == "report":
+        from pytest_agentgym.ledger import settle_crashed
         from pytest_agentgym.report.render import render_run_dir
+        from pytest_agentgym.store import RunDir
 
+        info = settle_crashed(RunDir(args.run_dir))  # a run left "running" by a dead process
+        if info is not None and info.status == "crashed":
+            print(f"run {info.run_id} crashed (its process is gone); resume it with "
+                  f"pytest ... --agentgym-resume={args.run_dir}", file=sys.stderr)
         path = render_run_dir(args.run_dir, output=args.output, compress=args.compress)
         print(path)
         return 0

@@ -7,9 +7,10 @@ A suite is a YAML file with an ``environment:`` key (see docs/suites.md)::
     repeat: 1
     max_rounds: 20              # optional; else the node's cap and the env default
     episode_timeout: 120        # optional, seconds
-    sampling: {temperature: 0}  # optional, merged over the node's
+    sampling: {temperature: 0}  # optional; the node's sampling wins where it says
     min_reward: 0.5             # optional per-episode assertion
     gates: [success_rate >= 0.6, mean_reward >= 0.3]
+    max_error_rate: 0.05        # optional error budget of the gates
     nodes:                      # optional per-node overrides of the keys above
       local: {tasks: 0-19}
 
@@ -19,6 +20,7 @@ after the first are ``BabyAI[17-r2]``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
@@ -34,7 +36,7 @@ from pytest_agentgym.options import parse_tasks
 _SUITE_MARK = re.compile(r"^environment\s*:", re.MULTILINE)
 SUITE_KEYS = {
     "environment", "tasks", "repeat", "max_rounds", "episode_timeout", "sampling",
-    "min_reward", "gates", "nodes", "description",
+    "min_reward", "gates", "nodes", "description", "max_error_rate",
 }
 
 
@@ -53,6 +55,7 @@ class Suite:
     sampling: dict[str, Any] = field(default_factory=dict)
     min_reward: float | None = None
     gates: tuple[Gate, ...] = ()
+    max_error_rate: float | None = None
 
 
 def is_suite_file(path: Path) -> bool:
@@ -137,7 +140,16 @@ def load_suite(path: Path, node: str, known_envs: list[str]) -> Suite:
         sampling=sampling,
         min_reward=_number(data["min_reward"], "min_reward", where, integer=False, positive=False) if data.get("min_reward") is not None else None,
         gates=gates,
+        max_error_rate=_fraction(data.get("max_error_rate"), "max_error_rate", where),
     )
+
+
+def _fraction(value: Any, key: str, where: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise SuiteError(f"{where}: '{key}' must be a number from 0 to 1 (e.g. 0.05 for 5%), got {value!r}")
+    return float(value)
 
 
 def suites_under(paths: list[str], settings: Any) -> list[Suite]:
@@ -165,6 +177,49 @@ def item_name(env: str, task: int, repeat: int) -> str:
     return f"{env}[{task}]" if repeat == 1 else f"{env}[{task}-r{repeat}]"
 
 
+_ITEM_NAME = re.compile(r"^(?P<env>[^\[\]]+)\[(?P<task>\d+)(?:-r(?P<repeat>\d+))?\]$")
+
+
+def parse_item_name(name: str) -> tuple[str, int, int] | None:
+    """Inverse of :func:`item_name`: ``BabyAI[17-r2]`` -> ("BabyAI", 17, 2); None otherwise."""
+    match = _ITEM_NAME.match(name)
+    if match is None:
+        return None
+    return match["env"], int(match["task"]), int(match["repeat"] or 1)
+
+
+def duplicate_episodes(items: list[Any]) -> list[str]:
+    """A run holds each (env, task, repeat) once: two suite files naming the same
+    episode would be counted twice. One message per clash."""
+    first: dict[tuple[str, int, int], Any] = {}
+    errors = []
+    for item in items:
+        other = first.setdefault(item.key, item)
+        if other is not item:
+            errors.append(f"{item.nodeid} and {other.nodeid} are the same episode "
+                          f"({item.suite.environment} task {item.task_index}, repeat {item.repeat}); "
+                          f"a run holds each episode once: drop it from one suite or run them separately")
+    return errors
+
+
+def out_of_range(items: list[Any], settings: Any) -> list[str]:
+    """Task indices that do not exist in their environment (configs/envs.yaml ``tasks``),
+    one message per suite file."""
+    bad: dict[tuple[str, str], list[int]] = {}
+    for item in items:
+        spec = settings.spec(item.suite.environment)
+        low, high = spec.task_range()
+        if item.task_index < low or (high is not None and item.task_index > high):
+            bad.setdefault((str(item.path), spec.name), []).append(item.task_index)
+    errors = []
+    for (path, env), tasks in bad.items():
+        spec = settings.spec(env)
+        shown = ", ".join(str(t) for t in sorted(set(tasks))[:10]) + (" ..." if len(set(tasks)) > 10 else "")
+        errors.append(f"{path}: {env} has no task(s) {shown}: its task indices are {spec.tasks} "
+                      f"(configs/envs.yaml environments.{env}.tasks); fix 'tasks' or --agentgym-tasks")
+    return errors
+
+
 def episodes(suite: Suite, tasks: tuple[int, ...] | None, repeat: int | None) -> Iterator[tuple[int, int]]:
     """(task, repeat) pairs in run order: every task once, then the second repeats, ..."""
     for r in range(1, (repeat or suite.repeat) + 1):
@@ -185,7 +240,7 @@ class RewardBelowThreshold(AssertionError):
 
 class SuiteFile(pytest.File):
     def collect(self) -> Iterator[pytest.Item]:
-        from pytest_agentgym.settings import SETTINGS_KEY, SUITE_ERRORS_KEY
+        from pytest_agentgym.settings import NODE_SKIPPED_KEY, SETTINGS_KEY, SUITE_ERRORS_KEY
 
         settings = self.config.stash[SETTINGS_KEY]
         try:
@@ -195,8 +250,13 @@ class SuiteFile(pytest.File):
             return
         if settings.envs and suite.environment.lower() not in {e.lower() for e in settings.envs}:
             return
-        skipped = suite.environment in settings.skip_envs
-        for task, repeat in episodes(suite, settings.tasks, settings.repeat):
+        pairs = list(episodes(suite, settings.tasks, settings.repeat))
+        if suite.environment in settings.skip_envs:
+            # Not collected: the node cannot serve it (see the collection report line).
+            skipped = self.config.stash[NODE_SKIPPED_KEY]
+            skipped[suite.environment] = skipped.get(suite.environment, 0) + len(pairs)
+            return
+        for task, repeat in pairs:
             name = item_name(suite.environment, task, repeat)
             item = EpisodeItem.from_parent(
                 # The id is given as a string so that pytest parses "Env[17]" the way it
@@ -206,15 +266,15 @@ class SuiteFile(pytest.File):
             )
             item.add_marker(pytest.mark.agentgym)
             item.add_marker(getattr(pytest.mark, suite.environment.lower()))
-            if skipped:
-                item.add_marker(pytest.mark.skip(reason=f"{suite.environment} is skipped on node {settings.node}"))
             yield item
 
 
 class EpisodeItem(pytest.Item):
     """One episode. ``setup`` waits for its result (the engine may have run it
-    already); an infrastructure error is raised there, so pytest reports an
-    error, not a failure. ``runtest`` checks the reward against min_reward."""
+    already, or a resumed run kept it); an infrastructure error is raised there,
+    so pytest reports an error, not a failure. ``runtest`` gives the verdict:
+    below ``min_reward`` fails, an episode that did not succeed and has no
+    ``min_reward`` is UNSOLVED (reported like an xfail: never green, never a failure)."""
 
     def __init__(self, *, suite: Suite, task_index: int, repeat: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -222,24 +282,40 @@ class EpisodeItem(pytest.Item):
         self.task_index = task_index
         self.repeat = repeat
         self.record = None
+        self.kept = False
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        return (self.suite.environment, self.task_index, self.repeat)
 
     def setup(self) -> None:
+        from pytest_agentgym.episode import outcome_of
+        from pytest_agentgym.run import RunAborted
         from pytest_agentgym.settings import HARNESS_KEY
 
         harness = self.config.stash[HARNESS_KEY]
-        self.record = harness.result(self)
-        self.user_properties.append(("reward", self.record.reward))
-        self.user_properties.append(("success", self.record.success))
-        self.user_properties.append(("rounds", self.record.rounds))
-        if self.record.error is not None:
-            error = self.record.error
-            retried = f" (after {len(self.record.retried)} retried attempt(s))" if self.record.retried else ""
-            raise EpisodeInfraError(f"{error.where} error{retried}: {error.type}: {error.message}")
+        try:
+            record = harness.result(self)
+        except RunAborted as exc:
+            pytest.exit(f"agentgym: {exc}", returncode=pytest.ExitCode.INTERRUPTED)
+        self.kept = record.generation < harness.ledger.generation
+        if self.kept:  # judged by today's suite (its min_reward may have changed)
+            record = dataclasses.replace(record, min_reward=self.suite.min_reward, outcome=outcome_of(
+                record.error, record.reward, self.suite.min_reward, record.success))
+        self.record = record
+        self.user_properties.append(("reward", record.reward))
+        self.user_properties.append(("success", record.success))
+        self.user_properties.append(("rounds", record.rounds))
+        self.user_properties.append(("outcome", record.outcome))
+        if record.error is not None:
+            raise EpisodeInfraError(infra_message(record, harness.run_dir.logs))
 
     def runtest(self) -> None:
         record = self.record
-        if record.min_reward is not None and (record.reward is None or record.reward < record.min_reward):
+        if record.outcome == "failed":
             raise RewardBelowThreshold(failure_message(record))
+        if record.outcome == "unsolved":
+            pytest.xfail(unsolved_message(record, self.config))
 
     def repr_failure(self, excinfo, style=None):  # type: ignore[no-untyped-def]
         if isinstance(excinfo.value, (EpisodeInfraError, RewardBelowThreshold)):
@@ -248,6 +324,26 @@ class EpisodeItem(pytest.Item):
 
     def reportinfo(self):  # type: ignore[no-untyped-def]
         return self.path, None, self.name
+
+
+def unsolved_message(record: Any, config: pytest.Config) -> str:
+    from pytest_agentgym.settings import SETTINGS_KEY
+
+    rule = config.stash[SETTINGS_KEY].spec(record.env).success.text
+    return (f"unsolved: reward {record.reward} ({record.stop_reason} after {record.rounds} round(s)); "
+            f"success rule '{rule}' not met and the suite sets no min_reward")
+
+
+def infra_message(record: Any, logs: Any) -> str:
+    """A few lines for an episode that ended in an infrastructure error: where, what,
+    the retries, and where the logs are (no pytest traceback: nothing in it helps)."""
+    error = record.error
+    lines = [f"{item_name(record.env, record.task_index, record.repeat)}: {error.where} error "
+             f"{error.type}: {error.message}"]
+    for number, earlier in enumerate(record.retried, 1):
+        lines.append(f"  attempt {number} also failed: {earlier.where} {earlier.type}: {earlier.message[:300]}")
+    lines.append(f"  logs: {logs}")
+    return "\n".join(lines)
 
 
 def failure_message(record: Any, last: int = 3) -> str:

@@ -49,6 +49,7 @@ class Engine:
         self._thread = threading.Thread(target=self._loop.run_forever, name="agentgym-engine", daemon=True)
         self._thread.start()
         self._futures: dict[str, concurrent.futures.Future[EpisodeRecord]] = {}
+        self._running = 0
         self._ready = self._call(self._setup())
 
     def _call(self, coro):  # type: ignore[no-untyped-def]
@@ -76,7 +77,11 @@ class Engine:
             before_retry = None
             if self._before_retry is not None:
                 before_retry = functools.partial(self._before_retry, request.spec.name)
-            record = await run_episode(request, adapter, self._client(request), self._model, before_retry)
+            self._running += 1
+            try:
+                record = await run_episode(request, adapter, self._client(request), self._model, before_retry)
+            finally:
+                self._running -= 1
         if self._on_finished is not None:
             self._on_finished(record)  # e.g. appended to episodes.jsonl before anyone waits on it
         return record
@@ -89,6 +94,10 @@ class Engine:
 
     def submitted(self, key: str) -> bool:
         return key in self._futures
+
+    def in_flight(self) -> int:
+        """How many episodes are being played right now."""
+        return self._running
 
     def close(self, timeout: float = 10.0) -> None:
         """Cancel what has not finished, close the clients, and stop the loop."""

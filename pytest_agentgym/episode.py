@@ -234,7 +234,9 @@ async def run_episode(
         prompt_tokens=attempt.prompt_tokens,
         completion_tokens=attempt.completion_tokens,
         min_reward=request.min_reward,
-        outcome=outcome_of(error, reward, request.min_reward),
+        outcome=outcome_of(error, reward, request.min_reward, success),
+        max_rounds=request.limits.max_rounds,
+        sampling=dict(request.sampling),
         nodeid=request.nodeid,
         checkpoint=request.checkpoint,
         node=request.node,
@@ -242,9 +244,14 @@ async def run_episode(
     )
 
 
-def outcome_of(error: ErrorInfo | None, reward: float | None, min_reward: float | None) -> str:
+def outcome_of(error: ErrorInfo | None, reward: float | None, min_reward: float | None,
+               success: bool) -> str:
+    """The episode's verdict (see :data:`~pytest_agentgym.results.Outcome`): with a
+    ``min_reward`` the reward decides (``reward >= min_reward`` passes, below it
+    fails); without one the environment's success rule does, and an episode that
+    did not succeed is ``unsolved``, never a green pass."""
     if error is not None:
         return "error"
-    if min_reward is not None and (reward is None or reward < min_reward):
-        return "failed"
-    return "passed"
+    if min_reward is not None:
+        return "passed" if reward is not None and reward >= min_reward else "failed"
+    return "passed" if success else "unsolved"

@@ -2,13 +2,18 @@
 
 A suite declares gates such as ``mean_reward >= 0.5`` or ``success_rate >= 0.8``
 per environment; a baseline run adds ``mean_reward >= baseline - max_drop``.
-Each gate gives a :class:`GateVerdict`; any failed verdict makes the run's exit
-status non-zero.
+Each gate gives a :class:`GateVerdict`: ``passed``, ``failed``, or ``error`` when
+the environment's episodes ended in errors more often than its error budget
+allows (``max_error_rate``, default 0.05): a rate computed on the few episodes
+that scored says nothing about the model. Any verdict but ``passed`` makes the
+run's exit status non-zero.
+
+Comparisons forgive a difference of 1e-9, so that a success rate of 17/20 meets
+``>= 0.85`` although the two are different floating-point numbers in general.
 """
 
 from __future__ import annotations
 
-import operator
 import re
 from dataclasses import asdict, dataclass
 
@@ -16,7 +21,18 @@ from pytest_agentgym.aggregate import EnvSummary
 
 METRICS = ("mean_reward", "success_rate")
 _GATE = re.compile(r"^\s*(mean_reward|success_rate)\s*(>=|>|<=|<|==)\s*(-?\d+(?:\.\d+)?)\s*$")
-_OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt, "==": operator.eq}
+#: Within this of each other, a value and a threshold count as equal.
+TOLERANCE = 1e-9
+_OPS = {
+    ">=": lambda v, t: v >= t - TOLERANCE,
+    ">": lambda v, t: v > t + TOLERANCE,
+    "<=": lambda v, t: v <= t + TOLERANCE,
+    "<": lambda v, t: v < t - TOLERANCE,
+    "==": lambda v, t: abs(v - t) <= TOLERANCE,
+}
+#: The share of an environment's episodes that may end in an error before its
+#: gates cannot be judged (suite key and node limit ``max_error_rate``).
+DEFAULT_MAX_ERROR_RATE = 0.05
 
 
 class GateError(ValueError):
@@ -51,9 +67,44 @@ class GateVerdict:
     value: float | None
     passed: bool
     detail: str
+    #: passed, failed, or error (the error budget was exceeded: the gate was not judged)
+    outcome: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.outcome:
+            object.__setattr__(self, "outcome", "passed" if self.passed else "failed")
+
+    @property
+    def word(self) -> str:
+        """How the terminal names it: GATE PASSED, GATE FAILED, GATE ERROR."""
+        return f"GATE {self.outcome.upper()}"
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def error_budget_exceeded(summary: EnvSummary, max_error_rate: float) -> str | None:
+    """Why ``summary``'s environment cannot be judged, or None when its errors fit
+    the budget (a rate equal to the budget fits)."""
+    if summary.episodes == 0:
+        return None
+    rate = summary.errors / summary.episodes
+    if rate <= max_error_rate + TOLERANCE:
+        return None
+    return (f"only {summary.scored} of {summary.episodes} episodes scored ({summary.errors} error(s), "
+            f"{rate:.1%} > error budget {max_error_rate:.1%}); the gate cannot be judged: fix the "
+            f"errors (see the error items and logs/) and resume the run")
+
+
+def check_env(summary: EnvSummary, gates: tuple[Gate, ...], max_error_rate: float) -> list[GateVerdict]:
+    """The verdicts of one environment's gates. Over the error budget every gate is
+    an ``error``; with no gate at all, the budget itself is reported as one."""
+    reason = error_budget_exceeded(summary, max_error_rate)
+    if reason is None:
+        return [check(gate, summary) for gate in gates]
+    names = [str(g) for g in gates] or [f"error_rate <= {max_error_rate:g}"]
+    rate = summary.errors / summary.episodes
+    return [GateVerdict(summary.env, name, rate, False, reason, outcome="error") for name in names]
 
 
 def check(gate: Gate, summary: EnvSummary) -> GateVerdict:
@@ -61,7 +112,8 @@ def check(gate: Gate, summary: EnvSummary) -> GateVerdict:
     if value is None:
         return GateVerdict(
             summary.env, str(gate), None, False,
-            f"no scored episode of {summary.env} ({summary.errors} error(s)); the gate cannot be met",
+            f"no scored episode of {summary.env} ({summary.errors} error(s)); the gate cannot be judged",
+            outcome="error",
         )
     passed = _OPS[gate.op](value, gate.threshold)
     return GateVerdict(

@@ -78,6 +78,36 @@ def parse_tasks(text: str | int | list) -> tuple[int, ...]:
     return tuple(dict.fromkeys(out))
 
 
+def parse_fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"expected a number from 0 to 1, got {text!r}") from None
+    if not 0 <= value <= 1:
+        raise ValueError(f"expected a number from 0 to 1 (e.g. 0.05 for 5%), got {value:g}")
+    return value
+
+
+def _scalar(text: str) -> int | float | str:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_sampling(text: str) -> dict[str, Any]:
+    """``temperature=0.7,max_tokens=512`` -> {"temperature": 0.7, "max_tokens": 512}."""
+    out: dict[str, Any] = {}
+    for part in str(text).split(","):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ValueError(f"sampling {part!r} is not KEY=VALUE; write e.g. temperature=0.7,max_tokens=512")
+        out[key.strip()] = _scalar(value.strip())
+    return out
+
+
 def parse_text(text: str) -> str:
     text = str(text).strip()
     if not text:
@@ -133,6 +163,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("reports", "DIR", "where runs are written", parse_text, "reports"),
     Option("run_id", "ID", "name of this run's directory", parse_run_id, "a timestamp"),
     Option("seed", "N", "sampling seed sent to the model", parse_non_negative_int, "none"),
+    Option("sampling", "K=V,...", "sampling sent to the model, over the node's and the suites' "
+           "(e.g. temperature=0,max_tokens=512)", parse_sampling, "node, then suite"),
+    Option("max_error_rate", "X", "share of an environment's episodes that may error before its gates "
+           "are an ERROR", parse_fraction, "suite, node, 0.05"),
+    Option("resume", "RUN_DIR", "continue a killed or errored run: keep its scored episodes, run the "
+           "missing and errored ones (a run directory, a run id, or latest)", parse_text, "none"),
     Option("retries", "N", "retries of an episode after an infrastructure error", parse_non_negative_int, "1"),
     Option("nats", "URL", "publish events to this NATS server", parse_text, "node"),
     Option("no_nats", None, "do not publish NATS events"),

@@ -3,15 +3,25 @@ work lives in settings, collect and run (EvaluationRun)."""
 
 from __future__ import annotations
 
+import signal
+import threading
 from pathlib import Path
 
 import pytest
 
 from pytest_agentgym import collect, options
 from pytest_agentgym.fixtures import agentgym_episode, agentgym_run  # noqa: F401  (registered here)
-from pytest_agentgym.settings import HARNESS_KEY, SETTINGS_KEY, SUITE_ERRORS_KEY, resolve
+from pytest_agentgym.settings import (
+    HARNESS_KEY,
+    NODE_SKIPPED_KEY,
+    SETTINGS_KEY,
+    SUITE_ERRORS_KEY,
+    resolve,
+)
 
 _RECORD_ATTR = "agentgym_record"
+_KEPT_ATTR = "agentgym_kept"
+_SIGTERM_KEY = pytest.StashKey[object]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -35,6 +45,11 @@ def _is_controller(config: pytest.Config) -> bool:
 
 def _uses_xdist(config: pytest.Config) -> bool:
     return bool(getattr(config.option, "numprocesses", None)) and not _is_worker(config)
+
+
+def _runs_episodes(config: pytest.Config) -> bool:
+    return not (config.option.collectonly or config.getoption("agentgym_list_envs")
+                or config.getoption("agentgym_preflight"))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -61,10 +76,19 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{name.lower()}: episodes of {name}")
     config.stash[SETTINGS_KEY] = settings
     config.stash[SUITE_ERRORS_KEY] = []
+    config.stash[NODE_SKIPPED_KEY] = {}
+    from pytest_agentgym.ledger import LedgerError, RunLedger
     from pytest_agentgym.run import EvaluationRun
 
     worker_input = config.workerinput if _is_worker(config) else None
-    harness = EvaluationRun(settings, hook=config.hook, config=config, worker_input=worker_input)
+    ledger = None
+    if worker_input is None and _runs_episodes(config):
+        try:
+            ledger = (RunLedger.resume(settings.resume) if settings.resume is not None
+                      else RunLedger.new(Path(settings.reports).resolve(), settings.run_id))
+        except LedgerError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    harness = EvaluationRun(settings, hook=config.hook, config=config, worker_input=worker_input, ledger=ledger)
     if worker_input is None:
         from pytest_agentgym.model.endpoints import EndpointConfigError
 
@@ -74,10 +98,26 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(str(exc)) from None
     config.stash[HARNESS_KEY] = harness
     if _is_controller(config):
-        config.pluginmanager.register(_EpisodeListener(harness), "agentgym-episode-listener")
+        config.pluginmanager.register(_Controller(harness), "agentgym-controller")
+        _stop_on_sigterm(config)
+
+
+def _stop_on_sigterm(config: pytest.Config) -> None:
+    """SIGTERM ends the run like Ctrl-C: pytest unwinds, the run is written as
+    ``interrupted`` with its end time, servers are stopped."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def interrupt(signum, frame):  # type: ignore[no-untyped-def]
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    config.stash[_SIGTERM_KEY] = signal.signal(signal.SIGTERM, interrupt)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    previous = config.stash.get(_SIGTERM_KEY, None)
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)  # type: ignore[arg-type]
     harness = config.stash.get(HARNESS_KEY, None)
     if harness is not None:
         harness.shutdown()
@@ -89,10 +129,41 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return None
 
 
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
+                                  items: list[pytest.Item]) -> None:
+    episodes = [i for i in items if isinstance(i, collect.EpisodeItem)]
+    errors = config.stash[SUITE_ERRORS_KEY]
+    errors.extend(collect.duplicate_episodes(episodes))
+    errors.extend(collect.out_of_range(episodes, config.stash[SETTINGS_KEY]))
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     errors = session.config.stash[SUITE_ERRORS_KEY]
     if errors:
         raise pytest.UsageError("\n".join(errors))
+    if _is_controller(session.config):
+        harness = session.config.stash[HARNESS_KEY]
+        for item in session.items:
+            if isinstance(item, collect.EpisodeItem):
+                harness.plan_suite(item.suite, item.nodeid.split("::")[0])
+
+
+def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
+    lines = []
+    skipped = config.stash.get(NODE_SKIPPED_KEY, {})
+    if skipped:
+        settings = config.stash[SETTINGS_KEY]
+        names = ", ".join(f"{env} ({n} episode(s))" for env, n in skipped.items())
+        lines.append(f"agentgym: node {settings.node} skips {names}: not collected. Run them on a node "
+                     f"that serves them (--agentgym-node=NAME), or give their servers' URLs in a node "
+                     f"profile (envs.overrides.<Name>.url) and take them off its envs.skip list")
+    if _is_controller(config):
+        harness = config.stash[HARNESS_KEY]
+        for item in items:
+            if isinstance(item, collect.EpisodeItem):
+                harness.plan_suite(item.suite, item.nodeid.split("::")[0])
+        lines.extend(harness.sampling_lines())
+    return lines
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -105,7 +176,16 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
     if _uses_xdist(config) and not config.option.collectonly:
         # The controller owns the servers; workers get their addresses.
-        config.stash[HARNESS_KEY].start_for_paths(config.args)
+        _as_usage_error(config.stash[HARNESS_KEY].start_for_paths, config.args)
+
+
+def _as_usage_error(function, *args):  # type: ignore[no-untyped-def]
+    from pytest_agentgym.ledger import LedgerError
+
+    try:
+        return function(*args)
+    except LedgerError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -125,7 +205,7 @@ def pytest_runtestloop(session: pytest.Session):  # type: ignore[no-untyped-def]
     harness = config.stash[HARNESS_KEY]
     items = [i for i in session.items if isinstance(i, collect.EpisodeItem)]
     if items:
-        harness.prepare(items)
+        _as_usage_error(harness.prepare, items)
     result = yield
     if _is_controller(config):
         harness.finish(session.exitstatus or 0)
@@ -142,11 +222,23 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type
     if record is not None and not getattr(item, "_agentgym_reported", False):
         if report.when == "call" or (report.when == "setup" and report.failed):
             setattr(report, _RECORD_ATTR, record.to_dict())
+            setattr(report, _KEPT_ATTR, bool(getattr(item, "kept", False)))
             item._agentgym_reported = True  # type: ignore[attr-defined]
+    if report.when == "setup" and report.failed and call.excinfo is not None \
+            and isinstance(call.excinfo.value, collect.EpisodeInfraError):
+        report.longrepr = str(call.excinfo.value)  # a few lines, not pytest's own frames
     return report
 
 
-class _EpisodeListener:
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):  # type: ignore[no-untyped-def]
+    data = getattr(report, _RECORD_ATTR, None)
+    if data is not None and data.get("outcome") == "unsolved" and report.skipped:
+        return "unsolved", "u", ("UNSOLVED", {"yellow": True})
+    return None
+
+
+class _Controller:
     """Registered in the controller only (or the single process without xdist), so
     each finished episode is published and counted exactly once."""
 
@@ -156,29 +248,55 @@ class _EpisodeListener:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, _RECORD_ATTR, None)
         if data is not None:
-            self.harness.episode_reported(data)
+            self.harness.episode_reported(data, kept=bool(getattr(report, _KEPT_ATTR, False)))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched) -> None:  # type: ignore[no-untyped-def]
+        """pytest-xdist: a worker died while running ``crashitem``. Its episode gets an
+        error record (harness:WorkerCrashed) in episodes.jsonl and NATS, and the item
+        is reported as an error with a readable message."""
+        record = self.harness.record_crash(crashitem, str(report.longrepr))
+        if record is not None:
+            report.when = "setup"  # an error, not a policy failure
+            report.longrepr = collect.infra_message(record, self.harness.run_dir.logs)
+            setattr(report, _RECORD_ATTR, record.to_dict())
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session):  # type: ignore[no-untyped-def]
+        """Outermost: after pytest's own summary line, say how the run ended."""
+        result = yield
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            from pytest_agentgym.summary import status_line
+
+            line = status_line(self.harness)
+            if line is not None:
+                reporter.write_line(line[0], **line[1])
+        return result
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """A run that did not reach the end of its loop (Ctrl-C, -x, a crash) still
-    gets its run.json, events and report; finish() is a no-op when done already."""
+    """A run that did not reach the end of its loop (Ctrl-C, SIGTERM, -x, a crash)
+    still gets its run.json, events and report; finish() is a no-op when done already."""
     config = session.config
     if _is_controller(config):
         config.stash[HARNESS_KEY].finish(exitstatus, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
 
 
 def _gate_report(verdict, harness) -> pytest.TestReport:  # type: ignore[no-untyped-def]
-    path = harness.gate_paths.get(verdict.env, "agentgym")
+    plan = harness.plans.get(verdict.env)
+    path = plan.gate_path if plan else "agentgym"
     name = f"{verdict.env}::gate[{verdict.gate}]"
+    longrepr = None if verdict.passed else f"gate {verdict.outcome}: {verdict.env} {verdict.gate}: {verdict.detail}"
     return pytest.TestReport(
         nodeid=f"{path}::{name}",
         location=(path, None, name),
         keywords={"agentgym": 1},
         outcome="passed" if verdict.passed else "failed",
-        longrepr=None if verdict.passed else f"gate failed: {verdict.env} {verdict.gate}: {verdict.detail}",
-        when="call",
-        user_properties=[("value", verdict.value), ("gate", verdict.gate)],
+        longrepr=longrepr,
+        when="setup" if verdict.outcome == "error" else "call",
+        user_properties=[("value", verdict.value), ("gate", verdict.gate), ("outcome", verdict.outcome)],
     )
 
 

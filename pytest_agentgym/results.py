@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Iterable, Literal
 
 SCHEMA_VERSION = 1
 
@@ -22,8 +22,19 @@ ErrorSource = Literal["env", "model", "harness"]
 #: Why an episode's loop ended.
 StopReason = Literal["done", "max_rounds", "timeout", "error"]
 
-#: What pytest made of the episode.
-Outcome = Literal["passed", "failed", "error"]
+#: The episode's verdict, the same in pytest, junit, the report and NATS:
+#: ``passed`` (it succeeded by its environment's rule, or met the suite's
+#: ``min_reward``), ``failed`` (below ``min_reward``: an assertion failed),
+#: ``unsolved`` (no ``min_reward`` and no success: not a failure of the run, never
+#: green; pytest shows it as UNSOLVED, junit as skipped), ``error`` (infrastructure).
+Outcome = Literal["passed", "failed", "unsolved", "error"]
+
+#: Where a run stands (run.json ``status``): ``running``; at the end ``finished``
+#: (every episode scored), ``finished-with-errors``, ``no-episode-scored``,
+#: ``interrupted`` (SIGINT/SIGTERM, a full disk); ``crashed`` (found later: the
+#: run.json still says running but its process is gone).
+RUN_STATUSES = ("running", "finished", "finished-with-errors", "no-episode-scored",
+                "interrupted", "crashed")
 
 
 @dataclass(frozen=True)
@@ -91,12 +102,22 @@ class EpisodeRecord:
     checkpoint: str | None = None
     node: str | None = None
     score: float | None = None
+    #: Rounds allowed and sampling sent (the effective values, after precedence).
+    max_rounds: int | None = None
+    sampling: dict[str, Any] | None = None
+    #: 1 for the run's first attempt at its episodes, +1 per ``--agentgym-resume``.
+    generation: int = 1
     schema: int = SCHEMA_VERSION
 
     @property
     def episode_id(self) -> str:
         """Stable key of this episode within its run."""
         return f"{self.run_id}:{self.env}:{self.task_index}:r{self.repeat}"
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        """(env, task index, repeat): what a run holds exactly once."""
+        return (self.env, self.task_index, self.repeat)
 
     @property
     def attempts(self) -> int:
@@ -144,6 +165,16 @@ class RunInfo:
     gates: tuple[dict[str, Any], ...] = ()
     #: Path of the baseline run directory this run was compared with, if any.
     baseline: str | None = None
+    #: What an episode's meaning depends on (model, endpoint kind, checkpoint, and
+    #: per environment: max rounds, sampling, prompt hash, server identity);
+    #: ``--agentgym-resume`` refuses when it differs (see fingerprint.py).
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    #: The process that writes this run: ``{pid, host, started}``; a ``running``
+    #: run whose process is gone is ``crashed``.
+    process: dict[str, Any] = field(default_factory=dict)
+    #: The newest attempt generation (1, then +1 per resume) and when each resume began.
+    generation: int = 1
+    resumed_at: tuple[str, ...] = ()
     schema: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -153,7 +184,23 @@ class RunInfo:
     def from_dict(cls, data: dict[str, Any]) -> "RunInfo":
         names = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in names}
-        for key in ("environments", "notes", "gates"):
+        for key in ("environments", "notes", "gates", "resumed_at"):
             if key in kwargs:
                 kwargs[key] = tuple(kwargs[key])
         return cls(**kwargs)
+
+
+def current_records(records: Iterable[EpisodeRecord]) -> list[EpisodeRecord]:
+    """What a run counts: for each (env, task, repeat), the records of its newest
+    generation (normally one), in the order they were written.
+
+    episodes.jsonl is append-only: a resumed run adds a new generation's record for
+    every episode it reruns (the missing and the errored ones) and leaves the
+    superseded error records in the file as history. Every reader that counts
+    (summary, gates, report, batch events) goes through here.
+    """
+    records = list(records)
+    newest: dict[tuple[str, int, int], int] = {}
+    for record in records:
+        newest[record.key] = max(newest.get(record.key, 0), record.generation)
+    return [r for r in records if r.generation == newest[r.key]]

@@ -62,6 +62,12 @@ class Settings:
     list_envs: bool = False
     skip_envs: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: --agentgym-sampling: over the node's and the suites' sampling
+    sampling: dict[str, Any] | None = None
+    max_error_rate: float | None = None
+    node_max_error_rate: float | None = None
+    #: --agentgym-resume, resolved to the run directory
+    resume: Path | None = None
 
     def spec(self, name: str) -> EnvSpec:
         for known, spec in self.env_specs.items():
@@ -216,14 +222,30 @@ def resolve(config: pytest.Config) -> Settings:
     if not isinstance(concurrency, int) or concurrency < 1:
         raise pytest.UsageError(f"{node_file}: limits.concurrency must be a whole number >= 1")
     nats = None if values["no_nats"] else (values["nats"] or nats_section.get("url"))
-    run_id = values["run_id"] or datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+    reports = Path(values["reports"] or "reports")
+    resume, run_id = _resume_target(values, reports)
+    if resume is not None:
+        reports = resume.parent
+    run_id = run_id or datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+    if values["sampling"]:
+        from pytest_agentgym.model.client import Sampling
+
+        try:
+            Sampling.from_mapping(values["sampling"], where="--agentgym-sampling")
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    node_budget = limits.get("max_error_rate")
+    if node_budget is not None and (isinstance(node_budget, bool) or not isinstance(node_budget, (int, float))
+                                    or not 0 <= node_budget <= 1):
+        raise pytest.UsageError(f"{node_file}: limits.max_error_rate must be a number from 0 to 1, "
+                                f"got {node_budget!r}")
     return Settings(
         node=str(profile.get("name", node)),
         node_file=node_file,
         profile=profile,
         env_specs=specs,
         concurrency=concurrency,
-        reports=Path(values["reports"] or "reports"),
+        reports=reports,
         run_id=run_id,
         retries=values["retries"] if values["retries"] is not None else 1,
         servers_mode=servers_mode,
@@ -247,7 +269,34 @@ def resolve(config: pytest.Config) -> Settings:
         preflight=bool(values["preflight"]),
         list_envs=bool(values["list_envs"]),
         skip_envs=tuple(envs_section.get("skip", ()) or ()),
+        sampling=values["sampling"],
+        max_error_rate=values["max_error_rate"],
+        node_max_error_rate=node_budget,
+        resume=resume,
     )
+
+
+def _resume_target(values: dict[str, Any], reports: Path) -> tuple[Path | None, str | None]:
+    """The run directory of --agentgym-resume (resolved now, before this run repoints
+    ``latest``) and its run id; a different --agentgym-run-id is a usage error."""
+    if not values["resume"]:
+        return None, values["run_id"]
+    from pytest_agentgym.ledger import LedgerError, resolve_run_dir
+    from pytest_agentgym.store import RunDir
+
+    try:
+        path = resolve_run_dir(values["resume"], reports)
+    except LedgerError as exc:
+        raise pytest.UsageError(f"--agentgym-resume: {exc}") from None
+    try:
+        run_id = RunDir(path).read_info().run_id
+    except (OSError, ValueError, TypeError) as exc:
+        raise pytest.UsageError(f"--agentgym-resume={values['resume']}: cannot read {path}/run.json "
+                                f"({exc}); it cannot be resumed, start a new run") from None
+    if values["run_id"] and values["run_id"] != run_id:
+        raise pytest.UsageError(f"--agentgym-run-id={values['run_id']} and --agentgym-resume={values['resume']} "
+                                f"(run {run_id}) disagree; leave out --agentgym-run-id when resuming")
+    return path, run_id
 
 
 SETTINGS_KEY = pytest.StashKey[Settings]()
@@ -255,3 +304,5 @@ SETTINGS_KEY = pytest.StashKey[Settings]()
 SUITE_ERRORS_KEY = pytest.StashKey[list]()
 #: The run's harness (run.EvaluationRun); created in pytest_configure.
 HARNESS_KEY = pytest.StashKey[Any]()
+#: Environments the node skips -> how many episodes of theirs were not collected.
+NODE_SKIPPED_KEY = pytest.StashKey[dict]()

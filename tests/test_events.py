@@ -119,7 +119,8 @@ def test_batch_with_only_errors_has_null_figures_and_validates():
     validate(event)
 
 
-@pytest.mark.parametrize("status", ["started", "finished", "interrupted", "failed"])
+@pytest.mark.parametrize("status", ["started", "finished", "finished-with-errors", "no-episode-scored",
+                                    "interrupted", "crashed"])
 def test_field_status_for_each_status_validates(status):
     event = field_status(INFO, status, {"passed": 5, "failed": 1, "error": 0}, at="2025-02-03T05:00:00Z")
     p = event.payload
@@ -140,7 +141,7 @@ def test_field_status_timestamps_and_counts_default_from_the_run_info():
     finished = field_status(ended, "finished")
     assert finished.msg_id == "run-7:status:finished:2025-02-03T06:00:00Z"
     assert finished.payload["counts"] == {"passed": 2}
-    with pytest.raises(ValueError, match="not one of started, finished, interrupted, failed"):
+    with pytest.raises(ValueError, match="not one of started, finished, finished-with-errors, no-episode-scored, interrupted, crashed"):
         field_status(INFO, "running")
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
-from test_harness import episodes, make_project, run, suite
+from projects import episodes, make_project, run, suite
 
 
 def test_a_conftest_adds_an_environment_through_the_hook(pytester):
@@ -113,8 +113,9 @@ def test_an_environment_server_that_cannot_be_had_makes_each_episode_an_error(py
     suite(pytester, "maze", "environment: Maze\ntasks: [0, 1]\n")
     result = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-run-id=down")
     assert result.ret == 1
-    result.stdout.fnmatch_lines(["*env error: ServerStartError: environment server Maze at http://127.0.0.1:9*",
-                                 "*2 errors in*"])
+    result.stdout.fnmatch_lines(["Maze[[]0]: env error ServerStartError: environment server Maze at http://127.0.0.1:9*",
+                                 "GATE ERROR: Maze error_rate <= 0.05: only 0 of 2 episodes scored*",
+                                 "*3 errors in*", "agentgym: run down no-episode-scored (2 episodes, 2 errors)"])
     records = episodes(pytester, "down")
     assert [(r["task_index"], r["outcome"], r["reward"], r["error"]["where"]) for r in records] == [
         (0, "error", None, "env"), (1, "error", None, "env")]

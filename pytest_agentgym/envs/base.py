@@ -10,6 +10,7 @@ configs/envs.yaml, so users can change them without code.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -86,6 +87,8 @@ class EnvAdapter:
             source = (
                 resources.files("pytest_agentgym.envs") / "prompts" / self.prompt_template
             ).read_text(encoding="utf-8")
+        #: identifies the prompt across runs (a resumed run refuses another prompt)
+        self.prompt_sha256 = hashlib.sha256(source.encode("utf-8")).hexdigest()
         env = jinja2.Environment(
             autoescape=False,  # plain text for a model, not HTML
             undefined=jinja2.StrictUndefined,

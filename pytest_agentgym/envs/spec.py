@@ -23,6 +23,7 @@ class EnvConfigError(ValueError):
     """A bad environment definition; the message names the file, the key and the fix."""
 
 
+_TASKS = re.compile(r"^\d+-\d*$")
 _RULE = re.compile(r"^\s*(reward|score)\s*(==|>=|>|<=|<)\s*(-?\d+(?:\.\d+)?)\s*$")
 _OPS = {"==": operator.eq, ">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
 
@@ -67,6 +68,13 @@ class EnvSpec:
     #: How long to wait for the server's health, in seconds.
     startup_timeout: float = 60.0
     description: str = ""
+    #: The task indices that exist: "0-24", or "0-" when any index from 0 up is a task.
+    tasks: str = "0-"
+
+    def task_range(self) -> tuple[int, int | None]:
+        """(lowest, highest) valid task index; highest None when there is no end."""
+        low, _, high = self.tasks.partition("-")
+        return int(low), int(high) if high else None
 
     def default_url(self, host: str = "127.0.0.1") -> str:
         return self.url or f"http://{host}:{self.port}"
@@ -103,6 +111,11 @@ def spec_from_mapping(name: str, data: dict[str, Any], source: str) -> EnvSpec:
         if key in data and (not isinstance(data[key], int) or data[key] <= 0):
             raise EnvConfigError(f"{where}.{key} must be a positive integer, got {data[key]!r}")
     values = dict(data)
+    if "tasks" in values:
+        values["tasks"] = str(values["tasks"]).replace(" ", "")
+        if not _TASKS.match(values["tasks"]):
+            raise EnvConfigError(f"{where}.tasks is {data['tasks']!r}; write the valid task indices as "
+                                 "'0-24', or '0-' when every index from 0 up is a task")
     try:
         values["success"] = SuccessRule(str(data.get("success", "reward == 1")))
     except EnvConfigError as exc:

@@ -1,0 +1,235 @@
+"""The run's records: one run id, one run directory; its status; resume.
+
+A :class:`RunLedger` owns ``run.json`` and ``episodes.jsonl`` of one run:
+
+* a new run refuses a run directory that already holds a run (reusing a run id
+  would silently mix two runs' episodes);
+* ``--agentgym-resume`` reopens one: the scored episodes of earlier generations
+  are *kept* (their items report the stored record), every other episode runs
+  again as generation ``n + 1``; readers count the newest generation of each
+  (env, task, repeat) (:func:`~pytest_agentgym.results.current_records`);
+* the status in run.json follows the run: ``running`` while it runs, then one of
+  the end states (:func:`final_status`), or ``crashed`` when a later reader finds a
+  ``running`` run whose process is gone (:func:`settle_crashed`).
+
+Knows nothing of pytest: errors are :class:`LedgerError` with a message that
+says what to do, which the plugin turns into a usage error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from pathlib import Path
+from typing import Any, Iterable
+
+from pytest_agentgym.results import EpisodeRecord, RunInfo, current_records
+from pytest_agentgym.store import LATEST, RunDir
+
+
+class LedgerError(ValueError):
+    """A run directory that cannot be used as asked; the message says what to do."""
+
+
+# -- the process that writes a run -------------------------------------------------------
+
+
+def this_process() -> dict[str, Any]:
+    """``{pid, host, started}`` of the calling process (``started``: its start time)."""
+    import psutil
+
+    return {"pid": os.getpid(), "host": socket.gethostname(),
+            "started": round(psutil.Process().create_time(), 2)}
+
+
+def process_alive(process: dict[str, Any]) -> bool | None:
+    """Whether the process that wrote a run still runs: True, False, or None when
+    this cannot be told from here (another host, or no process recorded)."""
+    import psutil
+
+    if not process or process.get("host") != socket.gethostname():
+        return None
+    try:
+        proc = psutil.Process(int(process["pid"]))
+        return abs(proc.create_time() - float(process.get("started", 0))) < 1.0
+    except (psutil.NoSuchProcess, psutil.AccessDenied, KeyError, TypeError, ValueError):
+        return False
+
+
+def settle_crashed(run_dir: RunDir) -> RunInfo | None:
+    """Read run.json; a ``running`` run whose process is gone becomes ``crashed``
+    (written back, with the time it was found). None when there is no run.json."""
+    if not run_dir.run_file.is_file():
+        return None
+    info = run_dir.read_info()
+    if info.status == "running" and process_alive(info.process) is False:
+        from pytest_agentgym.events import utc_now
+
+        info = dataclasses.replace(
+            info, status="crashed",
+            notes=info.notes + (f"found crashed at {utc_now()}: process {info.process.get('pid')} "
+                                f"is gone and run.json still said running",))
+        run_dir.write_info(info)
+    return info
+
+
+# -- how a run ended ---------------------------------------------------------------------
+
+
+def final_status(records: Iterable[EpisodeRecord], *, interrupted: bool = False) -> str:
+    """``interrupted``; else ``no-episode-scored`` (nothing scored at all),
+    ``finished-with-errors`` (some episode ended in an error) or ``finished``."""
+    if interrupted:
+        return "interrupted"
+    current = current_records(records)
+    scored = sum(1 for r in current if r.error is None)
+    if scored == 0:
+        return "no-episode-scored"
+    return "finished-with-errors" if scored < len(current) else "finished"
+
+
+# -- finding a run -----------------------------------------------------------------------
+
+
+def resolve_run_dir(value: str, reports: Path) -> Path:
+    """A run directory from what a user wrote: a path, ``latest``, or a run id
+    under ``reports``. Resolved at once, so that ``latest`` names the run it
+    names now, not the one that a new run is about to point it at."""
+    candidates = [Path(value).expanduser()]
+    if value == LATEST:
+        link = reports / LATEST
+        named = reports / f"{LATEST}.txt"
+        if link.is_symlink() or link.is_dir():
+            candidates = [link.resolve()]
+        elif named.is_file():
+            candidates = [reports / named.read_text(encoding="utf-8").strip()]
+    else:
+        candidates.append(reports / value)
+    for candidate in candidates:
+        if (candidate / "run.json").is_file() or (candidate / "episodes.jsonl").is_file():
+            return candidate.resolve()
+    tried = " or ".join(str(c) for c in dict.fromkeys(candidates))
+    raise LedgerError(
+        f"{value!r} is not a run directory: no run.json or episodes.jsonl in {tried}; "
+        f"give a run directory (e.g. {reports / LATEST}) or a run id under {reports}"
+    )
+
+
+class RunLedger:
+    """run.json and episodes.jsonl of one run, for the process that writes them."""
+
+    def __init__(self, run_dir: RunDir, *, generation: int = 1,
+                 previous: RunInfo | None = None, kept: dict | None = None) -> None:
+        self.run_dir = run_dir
+        self.generation = generation
+        #: the run.json of the run being resumed (None for a new run)
+        self.previous = previous
+        #: (env, task, repeat) -> the scored record an earlier generation left
+        self.kept: dict[tuple[str, int, int], EpisodeRecord] = kept or {}
+        self.info: RunInfo | None = None
+
+    @property
+    def resuming(self) -> bool:
+        return self.previous is not None
+
+    # -- opening -------------------------------------------------------------------------
+
+    @classmethod
+    def new(cls, reports: Path, run_id: str) -> "RunLedger":
+        """A new run; its directory must not hold a run already."""
+        run_dir = RunDir(reports / run_id)
+        if run_dir.run_file.is_file() or run_dir.episodes_file.is_file():
+            info = settle_crashed(run_dir)
+            held = len(current_records(run_dir.read_episodes()))
+            status = info.status if info else "no run.json"
+            raise LedgerError(
+                f"run id {run_id!r} is taken: {run_dir.path} holds a run ({held} episode(s), "
+                f"status {status}); continue it with --agentgym-resume={run_dir.path}, or pick "
+                f"another id with --agentgym-run-id (or leave it out for a fresh one)"
+            )
+        return cls(run_dir)
+
+    @classmethod
+    def resume(cls, path: Path) -> "RunLedger":
+        """Reopen the run in ``path`` for another generation."""
+        run_dir = RunDir(path)
+        info = settle_crashed(run_dir)
+        if info is None:
+            raise LedgerError(f"{path} has episodes but no run.json; it cannot be resumed "
+                              f"(its settings are unknown): start a new run")
+        if info.status == "running" and process_alive(info.process):
+            raise LedgerError(f"run {info.run_id} in {path} is still running (process "
+                              f"{info.process.get('pid')}); wait for it or stop it before resuming")
+        current = current_records(run_dir.read_episodes())
+        kept = {r.key: r for r in current if r.error is None}
+        return cls(run_dir, generation=info.generation + 1, previous=info, kept=kept)
+
+    @classmethod
+    def for_worker(cls, run_dir: RunDir, generation: int) -> "RunLedger":
+        """An xdist worker's view: it appends records of ``generation`` and reports the
+        scored records of earlier generations for the items it is given."""
+        kept = {r.key: r for r in current_records(run_dir.read_episodes())
+                if r.error is None and r.generation < generation} if generation > 1 else {}
+        return cls(run_dir, generation=generation, kept=kept)
+
+    # -- writing -------------------------------------------------------------------------
+
+    def begin(self, info: RunInfo) -> RunInfo:
+        """Write run.json as ``running`` (a resumed run keeps its first start time)."""
+        from pytest_agentgym.events import utc_now
+
+        info = dataclasses.replace(info, status="running", process=this_process(),
+                                   generation=self.generation, ended_at=None)
+        if self.previous is not None:
+            info = dataclasses.replace(
+                info, started_at=self.previous.started_at,
+                resumed_at=self.previous.resumed_at + (utc_now(),),
+                notes=self.previous.notes + tuple(n for n in info.notes if n not in self.previous.notes))
+        (self.run_dir.path / "logs").mkdir(parents=True, exist_ok=True)
+        self.write(info)
+        self._reserve_space()
+        return info
+
+    #: Kept free for the last writes of a run whose disk fills up (run.json with its status).
+    RESERVE_BYTES = 256 * 1024
+
+    @property
+    def _reserve(self) -> Path:
+        return self.run_dir.path / ".space-reserve"
+
+    def _reserve_space(self) -> None:
+        """Set aside room for run.json's final state, released when the disk is full."""
+        try:
+            fd = os.open(self._reserve, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                os.posix_fallocate(fd, 0, self.RESERVE_BYTES)
+            finally:
+                os.close(fd)
+        except OSError:
+            self.release_reserve()  # no room even for that: the run finds out at its first write
+
+    def release_reserve(self) -> None:
+        try:
+            self._reserve.unlink()
+        except FileNotFoundError:
+            pass
+
+    def write(self, info: RunInfo) -> None:
+        self.info = info
+        self.run_dir.write_info(info)
+
+    def stamp(self, record: EpisodeRecord) -> EpisodeRecord:
+        """The record as this generation writes it."""
+        if record.generation == self.generation:
+            return record
+        return dataclasses.replace(record, generation=self.generation)
+
+    def append(self, record: EpisodeRecord) -> EpisodeRecord:
+        record = self.stamp(record)
+        self.run_dir.append_episode(record)
+        return record
+
+    def records(self) -> list[EpisodeRecord]:
+        """What the run counts now: the newest generation of each episode."""
+        return current_records(self.run_dir.read_episodes())

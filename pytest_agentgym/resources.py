@@ -1,0 +1,278 @@
+"""What a run needs running: the model endpoint, the environment servers, the
+engine and the event publisher. Knows nothing of pytest.
+
+One :class:`RunResources` per process. In the controller (or a single pytest
+process) it chooses the endpoint (health probes, fallback chain, launching the
+reference agent or vLLM) and starts or attaches to the servers; under
+pytest-xdist a worker's instance is built from the controller's
+:meth:`RunResources.worker_input` and starts nothing of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from pytest_agentgym.episode import Completion
+from pytest_agentgym.results import EpisodeRecord, ErrorInfo
+
+
+class ModelAdapter:
+    """Gives the episode loop the ``ChatModel`` it expects, over an EndpointClient.
+
+    The request's ``sampling`` is the effective sampling of its episode
+    (:meth:`RunResources.effective_sampling`), sent as it is."""
+
+    def __init__(self, client: Any, base_sampling: Any) -> None:
+        self._client = client
+        self._base = base_sampling
+        self.name = client.model
+        self._cache: dict[tuple, Any] = {}
+
+    def _sampling(self, overrides: dict[str, Any]) -> Any:
+        key = tuple(sorted((k, str(v)) for k, v in overrides.items()))
+        if key not in self._cache:
+            from pytest_agentgym.model.client import Sampling
+
+            base = {k: v for k, v in dataclasses.asdict(self._base).items() if v is not None}
+            self._cache[key] = Sampling.from_mapping({**base, **overrides}, where="sampling")
+        return self._cache[key]
+
+    async def complete(self, messages: Sequence[dict[str, str]], *, budget_s: float,
+                       sampling: dict[str, Any]) -> Completion:
+        reply = await self._client.chat(messages, sampling=self._sampling(sampling), budget=budget_s)
+        return Completion(reply.text, reply.latency_s, reply.prompt_tokens, reply.completion_tokens)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def model_name_for(kind: str, model: str) -> str:
+    """--agentgym-model for one endpoint: TensorZero wants ``tensorzero::model_name::X``."""
+    if kind == "tensorzero" and not model.startswith("tensorzero::"):
+        return f"tensorzero::model_name::{model}"
+    return model
+
+
+class RunResources:
+    def __init__(self, settings: Any, *, log_dir: Path, worker_input: dict[str, Any] | None = None) -> None:
+        self.settings = settings
+        self.log_dir = log_dir
+        self.worker = worker_input
+        self._model_settings = None
+        self._chosen = None  # model.endpoints.ChosenEndpoint
+        #: why no episode can run at all (no endpoint)
+        self.setup_error: ErrorInfo | None = None
+        self._pool = None  # servers.pool.ServerPool
+        self.env_urls: dict[str, str] = {}
+        #: environments whose server could not be had, and why
+        self.env_errors: dict[str, ErrorInfo] = {}
+        self.server_identities: dict[str, str] = {}
+        self.engine = None
+        self.publisher = None
+        if worker_input is not None:
+            self.env_urls = dict(worker_input["agentgym_env_urls"])
+
+    # -- the model endpoint --------------------------------------------------------------
+
+    def model_settings(self) -> Any:
+        if self._model_settings is None:
+            from pytest_agentgym.model.endpoints import ModelSettings, parse_endpoint
+
+            s = self.settings
+            ms = ModelSettings.from_profile(s.profile, where=str(s.node_file))
+            if s.base_url:
+                endpoint = parse_endpoint({"kind": "openai", "url": s.base_url, "model": s.model or "default"},
+                                          "--agentgym-base-url")
+                ms = dataclasses.replace(ms, endpoints=(endpoint,))
+            elif s.model:
+                primary, *fallbacks = ms.endpoints  # the fallbacks keep their own models
+                primary = dataclasses.replace(primary, model=model_name_for(primary.kind, s.model))
+                ms = dataclasses.replace(ms, endpoints=(primary, *fallbacks))
+            if s.checkpoint:
+                ms = ms.with_checkpoint(s.checkpoint)
+            if s.api_key_env:
+                ms = dataclasses.replace(ms, api_key_env=s.api_key_env)
+            if s.seed is not None and ms.sampling.seed is None:
+                ms = dataclasses.replace(ms, sampling=dataclasses.replace(ms.sampling, seed=s.seed))
+            self._model_settings = ms
+        return self._model_settings
+
+    def node_sampling(self) -> dict[str, Any]:
+        """The sampling keys the node profile sets (None: not set)."""
+        if self.worker is not None:
+            return dict(self.worker["agentgym_sampling"])
+        sampling = self.model_settings().sampling
+        return {k: v for k, v in dataclasses.asdict(sampling).items() if v is not None}
+
+    def effective_sampling(self, suite_sampling: dict[str, Any]) -> dict[str, Any]:
+        """What an episode sends: the suite's sampling, then the node's over it (the
+        node is where the model's recommended sampling lives), then
+        ``--agentgym-sampling`` over both. See docs/suites.md."""
+        return {**suite_sampling, **self.node_sampling(), **(self.settings.sampling or {})}
+
+    def ensure_endpoint(self) -> Any:
+        if self._chosen is None:
+            from pytest_agentgym.model.endpoints import ChosenEndpoint, EndpointConfig, choose_endpoint
+
+            if self.worker is not None:
+                w = self.worker
+                config = EndpointConfig(kind=w["agentgym_endpoint_kind"], url=w["agentgym_endpoint_url"],
+                                        model=w["agentgym_model"])
+                self._chosen = ChosenEndpoint(config, w["agentgym_base_url"], w["agentgym_model"])
+            else:
+                self.log_dir.mkdir(parents=True, exist_ok=True)
+                self._chosen = choose_endpoint(self.model_settings(), log_dir=self.log_dir)
+        return self._chosen
+
+    def endpoint_or_error(self) -> Any:
+        """The chosen endpoint, or None with ``setup_error`` saying why there is none."""
+        if self.setup_error is not None:
+            return None
+        try:
+            return self.ensure_endpoint()
+        except Exception as exc:  # noqa: BLE001 - NoEndpointAvailable, LaunchError, ...
+            self.setup_error = ErrorInfo.from_exception(exc, "model")
+            return None
+
+    # -- environment servers ---------------------------------------------------------------
+
+    def start_envs(self, names: Iterable[str]) -> None:
+        """Start or attach to the servers of ``names`` (controller only); one that cannot
+        be had is remembered in :attr:`env_errors` and its episodes become error records."""
+        if self.worker is not None:
+            return
+        from pytest_agentgym.servers.pool import ServerPool
+        from pytest_agentgym.servers.process import ServerError
+
+        s = self.settings
+        if self._pool is None:
+            specs = dict(s.env_specs)
+            if s.servers_mode == "attach":
+                specs = {n: sp if sp.url else sp.with_overrides(url=sp.default_url()) for n, sp in specs.items()}
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            # spawn: always fresh servers on free ports; auto: attach to what answers on
+            # the configured port, spawn the rest; attach: every URL must already answer.
+            self._pool = ServerPool(specs, log_dir=self.log_dir, attach_running=s.servers_mode == "auto")
+        for name in names:
+            if name not in self.env_urls and name not in self.env_errors:
+                try:
+                    server = self._pool.start(name)
+                except (ServerError, OSError) as exc:
+                    self.env_errors[name] = ErrorInfo.from_exception(exc, "env")
+                    continue
+                self.env_urls[name] = server.url
+                self.server_identities[name] = self._identity(name, server)
+
+    def _identity(self, name: str, server: Any) -> str:
+        import httpx
+
+        from pytest_agentgym.fingerprint import server_identity
+
+        spec = self.settings.spec(name)
+        how = "attached" if server.attached else (f"embedded {spec.embedded}" if spec.embedded
+                                                  else f"command {spec.command}")
+        try:
+            answer = httpx.get(server.url + "/", timeout=5.0).text
+        except httpx.HTTPError:
+            answer = None
+        return server_identity(answer, how)
+
+    async def before_retry(self, env: str, error: ErrorInfo) -> None:
+        """Restart a spawned server that died before the episode is tried again."""
+        if self._pool is not None and error.where == "env":
+            await asyncio.to_thread(self._pool.ensure, env)
+
+    # -- the engine --------------------------------------------------------------------------
+
+    def start_engine(self, adapters: dict[str, Any], *, concurrency: int,
+                     on_finished: Callable[[EpisodeRecord], None]) -> None:
+        chosen = self._chosen
+        ms = self.model_settings() if self.worker is None else None
+        worker = self.worker
+
+        def model_factory() -> ModelAdapter:
+            from pytest_agentgym.model.client import EndpointClient, RetryPolicy, Sampling
+
+            if ms is not None:
+                return ModelAdapter(ms.client(chosen), ms.sampling)
+            sampling = Sampling.from_mapping(worker["agentgym_sampling"])
+            client = EndpointClient(chosen.base_url, chosen.model, api_key_env=worker["agentgym_api_key_env"],
+                                    sampling=sampling, request_timeout=worker["agentgym_request_timeout"],
+                                    retry=RetryPolicy(retries=worker["agentgym_model_retries"]))
+            return ModelAdapter(client, sampling)
+
+        from pytest_agentgym.engine import Engine
+
+        self.engine = Engine(concurrency=concurrency, model_factory=model_factory, adapters=adapters,
+                             env_urls=self.env_urls, before_retry=self.before_retry, on_finished=on_finished)
+
+    # -- events --------------------------------------------------------------------------------
+
+    def start_publisher(self, run_dir: Path) -> list[str]:
+        """Connect the NATS publisher when the run publishes; returns its notes."""
+        url = self.settings.nats
+        if not url:
+            return []
+        from pytest_agentgym.publish.publisher import EventPublisher
+
+        nats = self.settings.profile.get("nats") or {}
+        self.publisher = EventPublisher(url, run_dir / "outbox.jsonl",
+                                        create_stream=bool(nats.get("create_stream", False)))
+        return list(self.publisher.start() or [])
+
+    def close_publisher(self, timeout: float) -> Any:
+        if self.publisher is None:
+            return None
+        stats = self.publisher.close(timeout=timeout)
+        self.publisher = None
+        return stats
+
+    # -- xdist -----------------------------------------------------------------------------------
+
+    def worker_input(self, run_dir: Path) -> dict[str, Any]:
+        chosen = self.ensure_endpoint()
+        ms = self.model_settings()
+        return {
+            "agentgym_run_id": self.settings.run_id,
+            "agentgym_run_dir": str(run_dir),
+            "agentgym_env_urls": dict(self.env_urls),
+            "agentgym_endpoint_kind": chosen.kind,
+            "agentgym_endpoint_url": chosen.config.url,
+            "agentgym_base_url": chosen.base_url,
+            "agentgym_model": chosen.model,
+            "agentgym_api_key_env": ms.key_env(chosen.config),
+            "agentgym_sampling": self.node_sampling(),
+            "agentgym_request_timeout": ms.request_timeout,
+            "agentgym_model_retries": ms.retries,
+        }
+
+    # -- the end ---------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Close the engine and stop what this process started (idempotent)."""
+        if self.engine is not None:
+            self.engine.close()
+        if self._pool is not None:
+            self._pool.stop_all()
+            self._pool = None
+        if self._chosen is not None and self.worker is None:
+            self._chosen.close()
+
+    @property
+    def chosen(self) -> Any:
+        return self._chosen
+
+    def versions(self) -> dict[str, str]:
+        import platform
+
+        from pytest_agentgym import __version__
+
+        versions = {"pytest-agentgym": __version__, "python": platform.python_version()}
+        for name, url in self.env_urls.items():
+            versions[f"server:{name}"] = url
+        for name, identity in self.server_identities.items():
+            versions[f"server-identity:{name}"] = identity
+        return versions
