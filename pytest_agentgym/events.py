@@ -178,6 +178,8 @@ def batch_completed(
         "retried": summary.retried,
         "mean_reward": summary.mean_reward,
         "reward_ci95": _interval(summary.reward_ci95),
+        "reward_ci_method": summary.reward_ci_method,
+        "reward_range": _interval(summary.reward_range),
         "success_rate": summary.success_rate,
         "success_ci95": _interval(summary.success_ci95),
         "mean_rounds": summary.mean_rounds,
