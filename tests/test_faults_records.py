@@ -13,6 +13,7 @@ import fcntl
 import json
 import math
 import os
+import pickle
 import subprocess
 import sys
 import threading
@@ -94,6 +95,9 @@ def test_a_full_disk_leaves_only_whole_lines_and_says_what_to_do(tiny_fs):
     assert "the file holds only whole lines" in message
     assert f"Free space on the filesystem mounted at {tiny_fs}" in message
     assert f"resume with --agentgym-resume={run.path}" in message
+    again = pickle.loads(pickle.dumps(error))  # crosses pytest-xdist's process boundary
+    assert (type(again), str(again), again.errno, again.path) == (
+        ResultsWriteError, message, errno.ENOSPC, str(run.episodes_file))
     assert_whole_lines(run.episodes_file, appended)
     records, skipped = run.read_episodes_report()
     assert ([r.task_index for r in records], skipped) == (list(range(appended)), [])
