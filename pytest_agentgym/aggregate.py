@@ -2,17 +2,33 @@
 
 Episodes that ended in an infrastructure error have no reward and are left out
 of the reward and success figures (they are not policy outcomes); they are
-counted in ``errors``. The terminal summary, the NATS batch events and the HTML
-report all take their numbers from :func:`summarize`.
+counted in ``errors``. So are rewards that are not finite numbers (NaN or
+infinite: written as null in episodes.jsonl), which no mean could include.
+The terminal summary, the NATS batch events and the HTML report all take
+their numbers from :func:`summarize`.
+
+The 95% interval of the mean reward respects the environment's reward range
+(``reward_range`` in configs/envs.yaml): it is Student's t interval clipped to
+that range, so rewards in [0, 1] never get an interval below 0 or above 1.
+Why this method, and the others considered, is in docs/results.md.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from pytest_agentgym.results import EpisodeRecord
+
+#: A reward range: (lowest, highest) reward an environment can give.
+RewardRange = tuple[float, float]
+
+#: ``EnvSummary.reward_ci_method`` values.
+CI_CLIPPED_TO_RANGE = "student-t clipped to the reward range"
+CI_CLIPPED_TO_OBSERVED = "student-t clipped to the observed rewards"
+CI_SINGLE = "single episode"
 
 # Two-sided 95% critical values of Student's t for 1..30 degrees of freedom;
 # above 30 the normal value 1.96 is used (the difference is under 2%).
@@ -29,20 +45,27 @@ def t_critical_95(degrees_of_freedom: int) -> float:
     return _T95[degrees_of_freedom - 1] if degrees_of_freedom <= 30 else 1.96
 
 
-def mean_ci95(values: Sequence[float]) -> tuple[float, float, float] | None:
+def mean_ci95(values: Sequence[float], bounds: RewardRange | None = None) -> tuple[float, float, float] | None:
     """Mean and its 95% confidence interval (Student's t); None for no values.
 
-    With one value the interval is that value (nothing is known of the spread).
+    ``bounds`` (low, high) clips the interval to the values' possible range: a
+    mean of rewards in [0, 1] cannot lie below 0. Values outside ``bounds``
+    widen them (a wrongly declared range never hides what was observed). With
+    one value the interval is that value (nothing is known of the spread).
     """
     n = len(values)
     if n == 0:
         return None
-    mean = sum(values) / n
+    mean = math.fsum(values) / n
     if n == 1:
         return mean, mean, mean
-    variance = sum((v - mean) ** 2 for v in values) / (n - 1)
+    variance = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
     half = t_critical_95(n - 1) * math.sqrt(variance / n)
-    return mean, mean - half, mean + half
+    low, high = mean - half, mean + half
+    if bounds is not None:
+        low = max(low, min(bounds[0], *values))
+        high = min(high, max(bounds[1], *values))
+    return mean, low, high
 
 
 def wilson_ci95(successes: int, n: int) -> tuple[float, float] | None:
@@ -73,16 +96,43 @@ class EnvSummary:
     completion_tokens: int
     wall_s: float
     retried: int
+    #: how ``reward_ci95`` was computed (one of the ``CI_*`` texts), None without scored episodes
+    reward_ci_method: str | None = None
+    #: the range the interval was clipped to: the environment's reward range, else the observed one
+    reward_range: RewardRange | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def summarize_env(env: str, records: Iterable[EpisodeRecord]) -> EnvSummary:
+@functools.lru_cache(maxsize=1)
+def shipped_reward_ranges() -> dict[str, RewardRange]:
+    """``reward_range`` of each environment in the shipped configs/envs.yaml."""
+    from pytest_agentgym.envs.spec import load_default_specs  # lazily: envs sits above aggregate
+
+    return {name: spec.reward_range for name, spec in load_default_specs().items()
+            if spec.reward_range is not None}
+
+
+def _scored(record: EpisodeRecord) -> bool:
+    return record.error is None and record.reward is not None and math.isfinite(record.reward)
+
+
+def summarize_env(env: str, records: Iterable[EpisodeRecord],
+                  reward_range: RewardRange | None = None) -> EnvSummary:
+    """One environment's figures. ``reward_range`` clips the reward interval; None
+    clips it to the rewards observed (see :func:`summarize` for the defaults)."""
     records = list(records)
-    scored = [r for r in records if r.error is None and r.reward is not None]
+    scored = [r for r in records if _scored(r)]
     rewards = [float(r.reward) for r in scored]  # type: ignore[arg-type]
-    reward_stats = mean_ci95(rewards)
+    bounds = reward_range if reward_range is not None else (
+        (min(rewards), max(rewards)) if rewards else None)
+    reward_stats = mean_ci95(rewards, bounds)
+    method = None
+    if len(rewards) == 1:
+        method = CI_SINGLE
+    elif rewards:
+        method = CI_CLIPPED_TO_RANGE if reward_range is not None else CI_CLIPPED_TO_OBSERVED
     successes = sum(1 for r in scored if r.success)
     return EnvSummary(
         env=env,
@@ -99,12 +149,23 @@ def summarize_env(env: str, records: Iterable[EpisodeRecord]) -> EnvSummary:
         completion_tokens=sum(r.completion_tokens for r in records),
         wall_s=sum(r.duration_s for r in records),
         retried=sum(len(r.retried) for r in records),
+        reward_ci_method=method,
+        reward_range=(min(bounds[0], *rewards), max(bounds[1], *rewards)) if bounds and rewards else None,
     )
 
 
-def summarize(records: Iterable[EpisodeRecord]) -> dict[str, EnvSummary]:
-    """One summary per environment, in the order environments first appear."""
+def summarize(records: Iterable[EpisodeRecord],
+              reward_ranges: Mapping[str, RewardRange] | None = None) -> dict[str, EnvSummary]:
+    """One summary per environment, in the order environments first appear.
+
+    ``reward_ranges`` (environment -> (low, high)) bound each reward interval;
+    an environment it does not name gets the range of the shipped
+    configs/envs.yaml, and one unknown there is clipped to its observed rewards.
+    """
     by_env: dict[str, list[EpisodeRecord]] = {}
     for record in records:
         by_env.setdefault(record.env, []).append(record)
-    return {env: summarize_env(env, recs) for env, recs in by_env.items()}
+    given = dict(reward_ranges or {})
+    shipped = shipped_reward_ranges() if set(by_env) - set(given) else {}
+    return {env: summarize_env(env, recs, given.get(env, shipped.get(env)))
+            for env, recs in by_env.items()}

@@ -14,16 +14,20 @@ Every event carries a ``msg_id`` that is a stable key of what it reports, so a
 publish that is retried (after a lost ack, a server restart, or from the
 outbox) is stored once by JetStream, which deduplicates on the
 ``Nats-Msg-Id`` header.
+
+Every string of a payload goes through :func:`pytest_agentgym.redact.redact_data`
+(no URL in an event carries a password or a key), and the bytes on the wire are
+strict JSON: a NaN or infinite number is sent as ``null``.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
-from urllib.parse import urlsplit, urlunsplit
 
+from pytest_agentgym.jsonl import finite_json, strict_dumps
+from pytest_agentgym.redact import redact_data
 from pytest_agentgym.results import EpisodeRecord, RunInfo
 
 if TYPE_CHECKING:  # only for annotations: events sit below aggregate and gates
@@ -57,9 +61,9 @@ class Event:
     payload: Mapping[str, Any]
 
     def data(self) -> bytes:
-        """The payload as compact UTF-8 JSON, the bytes that go on the wire."""
-        return json.dumps(self.payload, ensure_ascii=False, separators=(",", ":"),
-                          default=str).encode("utf-8")
+        """The payload as compact, strict UTF-8 JSON (NaN and infinities as null), the
+        bytes that go on the wire."""
+        return strict_dumps(finite_json(self.payload), separators=(",", ":"), default=str).encode("utf-8")
 
     def to_dict(self) -> dict[str, Any]:
         """The form kept in the outbox: ``{"subject", "msg_id", "payload"}``."""
@@ -72,6 +76,11 @@ class Event:
         if not isinstance(subject, str) or not isinstance(msg_id, str) or not isinstance(payload, dict):
             raise TypeError(f"not an event: subject, msg_id must be strings and payload an object: {data!r:.200}")
         return cls(subject, msg_id, payload)
+
+
+def _event(subject: str, msg_id: str, payload: dict[str, Any]) -> Event:
+    """An event whose payload strings are redacted (no credentials leave the run)."""
+    return Event(subject, msg_id, redact_data(payload))
 
 
 def utc_now() -> str:
@@ -122,7 +131,7 @@ def episode_completed(
         "error_where": error.where if error else None,
         "error_message": error.message[:MAX_ERROR_MESSAGE] if error else None,
     }
-    return Event(EPISODE_COMPLETED, f"{record.episode_id}:episode", payload)
+    return _event(EPISODE_COMPLETED, f"{record.episode_id}:episode", payload)
 
 
 def _interval(pair: tuple[float, float] | None) -> list[float] | None:
@@ -170,6 +179,8 @@ def batch_completed(
         "retried": summary.retried,
         "mean_reward": summary.mean_reward,
         "reward_ci95": _interval(summary.reward_ci95),
+        "reward_ci_method": summary.reward_ci_method,
+        "reward_range": _interval(summary.reward_range),
         "success_rate": summary.success_rate,
         "success_ci95": _interval(summary.success_ci95),
         "mean_rounds": summary.mean_rounds,
@@ -179,20 +190,7 @@ def batch_completed(
         "gates": gates,
         "gates_passed": all(g["passed"] for g in gates),
     }
-    return Event(BATCH_COMPLETED, batch_id, payload)
-
-
-def _without_credentials(url: str) -> str:
-    """``http://user:secret@host:1/v1`` -> ``http://host:1/v1``: never publish a password."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit(parts._replace(netloc=netloc))
+    return _event(BATCH_COMPLETED, batch_id, payload)
 
 
 def field_status(
@@ -228,7 +226,7 @@ def field_status(
         "ended_at": info.ended_at,
         "config": {
             "model": info.model,
-            "endpoint": _without_credentials(info.endpoint),
+            "endpoint": info.endpoint,
             "endpoint_kind": info.endpoint_kind,
             "environments": list(info.environments),
             "checkpoint": info.checkpoint,
@@ -238,4 +236,4 @@ def field_status(
             "versions": dict(info.versions),
         },
     }
-    return Event(FIELD_STATUS, f"{info.run_id}:status:{status}:{at}", payload)
+    return _event(FIELD_STATUS, f"{info.run_id}:status:{status}:{at}", payload)

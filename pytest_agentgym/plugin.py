@@ -83,6 +83,11 @@ def pytest_configure(config: pytest.Config) -> None:
     worker_input = config.workerinput if _is_worker(config) else None
     ledger = None
     if worker_input is None and _runs_episodes(config):
+        from pytest_agentgym.store import check_writable
+
+        unwritable = check_writable(Path(settings.reports).resolve())
+        if unwritable is not None:
+            raise pytest.UsageError(f"--agentgym-reports: {unwritable}")
         try:
             ledger = (RunLedger.resume(settings.resume) if settings.resume is not None
                       else RunLedger.new(Path(settings.reports).resolve(), settings.run_id))

@@ -366,10 +366,8 @@ class EvaluationRun:
         """Engine thread: the episode is on disk before anything else happens."""
         try:
             return self.ledger.append(record)
-        except OSError as exc:
-            self.abort_reason = self.abort_reason or (
-                f"the results of run {self.settings.run_id} cannot be written ({exc}); the run stops "
-                f"here. Free space, then continue it with --agentgym-resume={self.run_dir.path}")
+        except OSError as exc:  # store.ResultsWriteError: says what happened and how to resume
+            self.abort_reason = self.abort_reason or f"the run stops here: {exc}"
             raise
 
     def record_crash(self, nodeid: str, message: str) -> EpisodeRecord | None:
@@ -423,7 +421,7 @@ class EvaluationRun:
         interrupted = interrupted or self.abort_reason is not None
         self.ledger.release_reserve()  # room for the last writes, whether or not the disk is full
         records = self.ledger.records()
-        self.summaries = summarize(records)
+        self.summaries = summarize(records, self.reward_ranges())
         self.verdicts = self._check_gates()
         self.status = "crashed" if exitstatus == 3 and not interrupted else final_status(
             records, interrupted=interrupted)
@@ -453,13 +451,17 @@ class EvaluationRun:
         self.resources.stop()
         return [v for v in self.verdicts if not v.passed]
 
+    def reward_ranges(self) -> dict[str, tuple[float, float]]:
+        """Each environment's reward range as this run configured it (node overrides too)."""
+        return {name: spec.reward_range for name, spec in self.settings.env_specs.items() if spec.reward_range}
+
     def _check_gates(self) -> list[GateVerdict]:
         verdicts = []
         for env, summary in self.summaries.items():
             plan = self.plans.get(env) or EnvPlan()
             verdicts.extend(check_env(summary, plan.gates, plan.max_error_rate))
         if self.settings.baseline:
-            base = summarize(RunDir(self.settings.baseline).read_episodes())
+            base = summarize(RunDir(self.settings.baseline).read_episodes(), self.reward_ranges())
             for env, summary in self.summaries.items():
                 verdicts.append(check_baseline(summary, base.get(env), self.settings.max_drop))
         return verdicts

@@ -186,10 +186,14 @@ def load_env_specs(rootdir: Path, profile: dict[str, Any], node_file: Path) -> d
 
 
 def rerun_command(config: pytest.Config, seed: int | None) -> str:
+    """The command that reruns this run, for the header and run.json. Credentials
+    in URLs are shown as ``***`` (:func:`pytest_agentgym.redact.redact_text`)."""
+    from pytest_agentgym.redact import redact_text
+
     args = [a for a in config.invocation_params.args if not a.startswith("--agentgym-run-id")]
     if seed is not None and not any(a.startswith("--agentgym-seed") for a in args):
         args.append(f"--agentgym-seed={seed}")
-    return shlex.join(["pytest", *args])
+    return shlex.join(["pytest", *(redact_text(a) for a in args)])
 
 
 def resolve(config: pytest.Config) -> Settings:

@@ -5,19 +5,37 @@
     reports/<run_id>/logs/            server and endpoint logs
     reports/latest -> <run_id>        the newest run
 
-Each episode line is written with a single ``write`` and flushed at once, so a
-run killed with SIGKILL keeps every finished episode, each line whole. A line
-torn by a power cut is skipped when reading, with a warning.
+Each episode line is appended whole or not at all, under a lock shared with
+the other processes of the run, the moment the episode ends (see
+:mod:`pytest_agentgym.jsonl`): a run killed with SIGKILL keeps every finished
+episode, and a full disk raises :class:`ResultsWriteError` with the file cut
+back to whole lines. A torn or unreadable line is skipped when reading and
+reported (``RunDir.skipped``, :meth:`RunDir.read_episodes_report`).
+
+What is stored is redacted first (:mod:`pytest_agentgym.redact`): no URL in
+run.json or episodes.jsonl carries a password or a key.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import tempfile
 import warnings
 from pathlib import Path
 
+from pytest_agentgym.jsonl import (
+    ResultsWriteError,
+    SkippedLine,
+    append_line,
+    describe_write_error,
+    read_records,
+    strict_dumps,
+)
+from pytest_agentgym.redact import redact_data
 from pytest_agentgym.results import EpisodeRecord, RunInfo
+
+__all__ = ["RunDir", "ResultsWriteError", "SkippedLine", "check_writable", "point_latest"]
 
 RUN_FILE = "run.json"
 EPISODES_FILE = "episodes.jsonl"
@@ -27,6 +45,8 @@ LATEST = "latest"
 class RunDir:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        #: lines of episodes.jsonl that the last read skipped (torn or unreadable)
+        self.skipped: list[SkippedLine] = []
 
     @classmethod
     def create(cls, root: str | Path, run_id: str) -> "RunDir":
@@ -46,11 +66,23 @@ class RunDir:
     def logs(self) -> Path:
         return self.path / "logs"
 
+    @property
+    def resume_advice(self) -> str:
+        return f"resume with --agentgym-resume={self.path}"
+
     def write_info(self, info: RunInfo) -> None:
-        """Replace run.json atomically (write a temporary file, then rename)."""
+        """Replace run.json atomically (write a temporary file, then rename); redacted,
+        strict JSON. Raises :class:`ResultsWriteError` when the disk refuses."""
+        text = strict_dumps(redact_data(info.to_dict()), indent=2) + "\n"
         tmp = self.run_file.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(info.to_dict(), indent=2, sort_keys=False) + "\n", encoding="utf-8")
-        os.replace(tmp, self.run_file)
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, self.run_file)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise ResultsWriteError(
+                describe_write_error(self.run_file, exc, self.resume_advice, "run.json was left as it was"),
+                exc.errno, str(self.run_file)) from exc
 
     def read_info(self) -> RunInfo:
         try:
@@ -61,27 +93,55 @@ class RunDir:
             ) from None
 
     def append_episode(self, record: EpisodeRecord) -> None:
-        line = json.dumps(record.to_dict(), ensure_ascii=False) + "\n"
-        # O_APPEND + one write: whole lines even with several writers.
-        fd = os.open(self.episodes_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line.encode("utf-8"))
-        finally:
-            os.close(fd)
+        """Append one record to episodes.jsonl: the whole line or nothing (see
+        :func:`pytest_agentgym.jsonl.append_line`). Raises :class:`ResultsWriteError`
+        (an OSError) naming the file, the error and what to do."""
+        append_line(self.episodes_file, redact_data(record.to_dict()), then=self.resume_advice)
 
     def read_episodes(self) -> list[EpisodeRecord]:
-        if not self.episodes_file.exists():
-            return []
-        records = []
-        with self.episodes_file.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    records.append(EpisodeRecord.from_dict(json.loads(line)))
-                except (json.JSONDecodeError, TypeError, KeyError) as exc:
-                    warnings.warn(f"{self.episodes_file}:{number}: skipped an unreadable line ({exc})")
-        return records
+        """The records in file order; skipped lines are warned about and kept in ``self.skipped``."""
+        return self.read_episodes_report()[0]
+
+    def read_episodes_report(self) -> tuple[list[EpisodeRecord], list[SkippedLine]]:
+        """The records, and the lines skipped because they were torn or unreadable
+        (each with file, line number and reason; also kept in ``self.skipped``)."""
+        records, skipped = read_records(self.episodes_file, EpisodeRecord.from_dict)
+        self.skipped = skipped
+        for line in skipped:
+            warnings.warn(str(line), stacklevel=2)
+        return records, skipped
+
+
+def check_writable(reports_dir: str | Path) -> str | None:
+    """Why results cannot be written under ``reports_dir``, or None when they can.
+
+    Call it before any episode runs. It writes and removes a small probe file
+    in ``reports_dir`` (in its nearest existing parent when it does not exist
+    yet, which is where it would be created), so a read-only filesystem, a
+    missing permission or a full disk is found now rather than after the
+    first episode.
+    """
+    target = Path(reports_dir)
+    existing = target
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return (f"reports directory {target}: {existing} is not a directory; "
+                f"pass --agentgym-reports=DIR with a directory you can write to")
+    prefix = ".agentgym-write-check-"
+    probe = existing / prefix  # named in the message when not even the file can be made
+    try:
+        fd, name = tempfile.mkstemp(prefix=prefix, dir=existing)
+        probe = Path(name)
+        try:
+            os.write(fd, b"pytest-agentgym write check\n" * 64)
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as exc:
+        then = "run again (or pass --agentgym-reports=DIR with a directory you can write to)"
+        return f"reports directory {target} is not writable: " + describe_write_error(probe, exc, then)
+    return None
 
 
 def point_latest(root: str | Path, run_id: str) -> None:

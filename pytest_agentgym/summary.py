@@ -36,6 +36,8 @@ def summary_lines(run: Any) -> list[Line]:
         lines.append((NO_ASSERTION, {"yellow": True}))
     if run.abort_reason:
         lines.append((f"agentgym: RUN STOPPED: {run.abort_reason}", {"red": True}))
+    for skipped in run.run_dir.skipped:
+        lines.append((f"agentgym: {skipped}", {"yellow": True}))
     lines.append((f"agentgym results: {run.run_dir.episodes_file}", {}))
     stats = getattr(run, "publish_stats", None)
     if stats is not None and (getattr(stats, "outboxed", 0) or getattr(stats, "lost", 0)):

@@ -128,7 +128,7 @@ def test_field_status_for_each_status_validates(status):
     assert event.msg_id == f"run-7:status:{status}:2025-02-03T05:00:00Z"
     assert (p["status"], p["node"], p["counts"]) == (status, "4090", {"passed": 5, "failed": 1, "error": 0})
     assert p["config"]["environments"] == ["BabyAI", "TextCraft"]
-    assert p["config"]["endpoint"] == "http://127.0.0.1:3030/openai/v1"  # no user, no password
+    assert p["config"]["endpoint"] == "http://***@127.0.0.1:3030/openai/v1"  # no user, no password
     assert "s3cret" not in event.data().decode()
     validate(event)
 

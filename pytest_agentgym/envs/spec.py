@@ -6,6 +6,7 @@ server; the lifecycle (servers/) and the episode runner read these facts.
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from dataclasses import dataclass, field, replace
@@ -75,6 +76,8 @@ class EnvSpec:
         """(lowest, highest) valid task index; highest None when there is no end."""
         low, _, high = self.tasks.partition("-")
         return int(low), int(high) if high else None
+    #: Lowest and highest reward an episode can get; bounds the mean reward's interval.
+    reward_range: tuple[float, float] | None = None
 
     def default_url(self, host: str = "127.0.0.1") -> str:
         return self.url or f"http://{host}:{self.port}"
@@ -116,11 +119,25 @@ def spec_from_mapping(name: str, data: dict[str, Any], source: str) -> EnvSpec:
         if not _TASKS.match(values["tasks"]):
             raise EnvConfigError(f"{where}.tasks is {data['tasks']!r}; write the valid task indices as "
                                  "'0-24', or '0-' when every index from 0 up is a task")
+    if data.get("reward_range") is not None:
+        values["reward_range"] = _reward_range(data["reward_range"], where)
     try:
         values["success"] = SuccessRule(str(data.get("success", "reward == 1")))
     except EnvConfigError as exc:
         raise EnvConfigError(f"{where}.success: {exc}") from None
     return EnvSpec(name=name, **values)
+
+
+def _reward_range(value: Any, where: str) -> tuple[float, float]:
+    """``[low, high]`` with low < high, both finite numbers."""
+    numbers = value if isinstance(value, (list, tuple)) and len(value) == 2 else None
+    if numbers is None or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                  and math.isfinite(v) for v in numbers) or not numbers[0] < numbers[1]:
+        raise EnvConfigError(
+            f"{where}.reward_range must be [low, high], two numbers with low < high "
+            f"(e.g. reward_range: [0, 1]), got {value!r}"
+        )
+    return float(numbers[0]), float(numbers[1])
 
 
 def load_specs(path: str | Path) -> dict[str, EnvSpec]:

@@ -31,8 +31,11 @@ import random
 import time
 from dataclasses import dataclass, field, fields
 from typing import Any, Iterable, Mapping, Sequence
+from urllib.parse import parse_qsl
 
 import httpx
+
+from pytest_agentgym.redact import redact_url
 
 #: What the SDK is given when the endpoint needs no key (vLLM, Ollama, reference).
 PLACEHOLDER_API_KEY = "EMPTY"
@@ -91,7 +94,7 @@ class ModelError(Exception):
         self.url = url
         self.model = model
         self.record = record
-        super().__init__(f"model endpoint {url} (model {model}): {message}")
+        super().__init__(f"model endpoint {redact_url(url)} (model {model}): {message}")
 
 
 class EndpointDown(ModelError):
@@ -256,8 +259,9 @@ class EndpointClient:
         self.turn_budget = float(turn_budget) if turn_budget is not None else None
         self.retry = retry or RetryPolicy()
         self._rng = random.Random()
+        base, _, query = self.base_url.partition("?")  # the SDK would append paths after a query
         self._sdk = AsyncOpenAI(
-            base_url=self.base_url,
+            base_url=base, default_query=dict(parse_qsl(query, keep_blank_values=True)) or None,
             api_key=read_api_key(api_key_env),
             max_retries=0,
             timeout=self.request_timeout,

@@ -10,6 +10,10 @@ TensorZero's OpenAI-compatible API wants model names of the form
 ``tensorzero::model_name::X`` or ``tensorzero::function_name::Y``; a profile
 gives the full name as ``model`` or just ``model_name: X`` / ``function_name: Y``.
 
+A URL may carry credentials (``http://user:pass@host``, ``?api_key=...``): they are
+used for the requests, and every description, note and error message shows the
+URL redacted (:func:`pytest_agentgym.redact.redact_url`).
+
 Launched kinds (``vllm`` with a checkpoint, ``reference``) are started by
 :func:`choose_endpoint` as child processes (by
 :class:`~pytest_agentgym.servers.process.ManagedServer`; vLLM through
@@ -37,6 +41,7 @@ from pytest_agentgym.model.client import (
     reject_unknown_keys,
 )
 from pytest_agentgym.model.vllm import MODEL_STOP_GRACE, LaunchError, VLLMOptions, VLLMServer
+from pytest_agentgym.redact import redact_text, redact_url
 from pytest_agentgym.servers.health import HEALTH_ENDPOINT, Advice
 from pytest_agentgym.servers.process import ManagedServer
 
@@ -99,18 +104,25 @@ class EndpointConfig:
         if self.kind == "openai":
             return self.url
         if self.kind == "tensorzero":
-            return self.url + "/openai/v1"
-        return self.url + "/v1"
+            return join_url(self.url, "/openai/v1")
+        return join_url(self.url, "/v1")
 
     def describe(self, with_model: bool = True) -> str:
-        """E.g. ``ollama qwen3:8b at http://localhost:11434``."""
+        """E.g. ``ollama qwen3:8b at http://localhost:11434`` (the URL redacted)."""
         parts = [self.kind]
         label = self.model or self.checkpoint
         if with_model and label:
             parts.append(label)
         if self.url:
-            parts.append(f"at {self.url}")
+            parts.append(f"at {redact_url(self.url)}")
         return " ".join(parts)
+
+
+def join_url(url: str, path: str) -> str:
+    """``url`` + ``path`` with a query string kept at the end:
+    ``join_url("http://h/v1?key=k", "/models")`` is ``http://h/v1/models?key=k``."""
+    base, question, query = url.partition("?")
+    return base.rstrip("/") + path + question + query
 
 
 def _text(value: Any, key: str, where: str) -> str:
@@ -122,7 +134,7 @@ def _text(value: Any, key: str, where: str) -> str:
 def _url(value: Any, where: str) -> str:
     url = _text(value, "url", where).rstrip("/")
     if not url.startswith(("http://", "https://")):
-        raise EndpointConfigError(f"{where}.url must start with http:// or https://, got {url!r}")
+        raise EndpointConfigError(f"{where}.url must start with http:// or https://, got {redact_url(url)!r}")
     return url
 
 
@@ -153,8 +165,9 @@ def parse_endpoint(data: Mapping[str, Any], where: str = "model.endpoints[0]") -
         if data.get("checkpoint") is not None:
             extra["checkpoint"] = str(data["checkpoint"])
         if url is not None and model is None:
-            raise EndpointConfigError(f"{where}.model is required to attach to a running vLLM at {url} "
-                                      f"(the served model name; see GET {url}/v1/models)")
+            shown = redact_url(url)
+            raise EndpointConfigError(f"{where}.model is required to attach to a running vLLM at {shown} "
+                                      f"(the served model name; see GET {join_url(shown, '/v1/models')})")
     if kind == "reference":
         policy = data.get("policy", "reference")
         if policy not in ("reference", "random"):
@@ -293,18 +306,18 @@ def probe(config: EndpointConfig, *, timeout: float = HEALTH_TIMEOUT, api_key: s
     try:
         with httpx.Client(timeout=timeout, transport=transport, headers=headers) as http:
             if config.kind == "tensorzero":
-                return _expect_200(http.get(config.url + "/status"), "/status")
+                return _expect_200(http.get(join_url(config.url, "/status")), "/status")
             if config.kind == "reference":
-                return _expect_200(http.get(config.url + "/health"), "/health")
+                return _expect_200(http.get(join_url(config.url, "/health")), "/health")
             if config.kind == "ollama":
                 return _ollama_health(http, config)
             if config.kind == "vllm":
-                health = _expect_200(http.get(config.url + "/health"), "/health")
+                health = _expect_200(http.get(join_url(config.url, "/health")), "/health")
                 if not health.ok:
                     return health
             return _models_health(http, config)
     except httpx.HTTPError as exc:
-        return Health(False, _failure(exc, timeout))
+        return Health(False, redact_text(_failure(exc, timeout)))
 
 
 def _expect_200(response: httpx.Response, path: str) -> Health:
@@ -314,7 +327,7 @@ def _expect_200(response: httpx.Response, path: str) -> Health:
 
 
 def _ollama_health(http: httpx.Client, config: EndpointConfig) -> Health:
-    response = http.get(config.url + "/api/tags")
+    response = http.get(join_url(config.url, "/api/tags"))
     if response.status_code != 200:
         return Health(False, f"GET /api/tags answered HTTP {response.status_code}")
     try:
@@ -327,7 +340,7 @@ def _ollama_health(http: httpx.Client, config: EndpointConfig) -> Health:
 
 
 def _models_health(http: httpx.Client, config: EndpointConfig) -> Health:
-    response = http.get(config.base_url + "/models")
+    response = http.get(join_url(config.base_url, "/models"))
     if response.status_code in (401, 403):
         return Health(False, f"GET /models answered HTTP {response.status_code}; set model.api_key_env "
                              f"to the variable holding the key")
@@ -423,13 +436,13 @@ def choose_endpoint(settings: ModelSettings, *, log_dir: str | os.PathLike[str] 
             try:
                 chosen = launch(config, settings, directory)
             except LaunchError as exc:
-                notes.append(f"{label} {config.describe()} failed to start ({exc})")
+                notes.append(f"{label} {config.describe()} failed to start ({redact_text(str(exc))})")
                 continue
         else:
             try:
                 key = read_api_key(settings.key_env(config)) if settings.key_env(config) else None
             except ValueError as exc:
-                notes.append(f"{label} {config.describe(with_model=False)} unusable ({exc})")
+                notes.append(f"{label} {config.describe(with_model=False)} unusable ({redact_text(str(exc))})")
                 continue
             health = probe(config, timeout=settings.health_timeout, api_key=key, transport=transport)
             if not health.ok:

@@ -5,8 +5,10 @@
 
 The publisher appends an event to ``outbox.jsonl`` when NATS was unreachable at
 the start of the run, or when the event could still not be delivered when the
-run closed its publisher. Each line is written with one ``write`` on a file
-opened for appending, so a run killed at any moment leaves whole lines.
+run closed its publisher. Each line is appended whole or not at all, under a
+lock (:func:`pytest_agentgym.jsonl.append_line`), so a run killed at any moment
+or a full disk leaves whole lines; a torn or unreadable line is skipped when
+reading and reported.
 
 ``pytest-agentgym publish-outbox reports/<run_id>`` (:func:`publish_outbox_cli`)
 delivers what is in the outbox and appends each delivered msg id to
@@ -18,28 +20,29 @@ itself is never rewritten: it stays the record of what the run could not send.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_agentgym.events import Event, utc_now
+from pytest_agentgym.jsonl import append_line, read_records
 from pytest_agentgym.publish.connection import NatsSender, NatsUnavailable
 
 OUTBOX_FILE = "outbox.jsonl"
 DELIVERED_FILE = "outbox.delivered.jsonl"
 
 
-def _append_line(path: Path, data: dict) -> None:
-    """Append one JSON line with a single write (whole lines even if killed or shared)."""
-    line = (json.dumps(data, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+def _append_line(path: Path, data: dict, then: str) -> None:
+    """Append one strict JSON line, whole or not at all (raises ResultsWriteError, an OSError)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
+    append_line(path, data, then=then, default=str)
+
+
+def _delivered_id(data: dict) -> str:
+    msg_id = data["msg_id"]
+    if not isinstance(msg_id, str):
+        raise TypeError(f"msg_id must be a string, got {msg_id!r}")
+    return msg_id
 
 
 class Outbox:
@@ -61,40 +64,26 @@ class Outbox:
         return self.path.with_name(self.path.name.removesuffix(".jsonl") + ".delivered.jsonl")
 
     def append(self, event: Event) -> None:
-        """Keep one event; raises OSError when the disk refuses (the publisher catches it)."""
-        _append_line(self.path, event.to_dict())
+        """Keep one event; raises :class:`~pytest_agentgym.jsonl.ResultsWriteError` (an
+        OSError) when the disk refuses, leaving only whole lines (the publisher catches it)."""
+        _append_line(self.path, event.to_dict(),
+                     then="run again: this event was not kept (it counts as lost)")
 
     def read(self) -> tuple[list[Event], list[str]]:
-        """The events in file order, and one message per line that could not be read."""
-        events: list[Event] = []
-        problems: list[str] = []
-        if not self.path.exists():
-            return events, problems
-        with self.path.open(encoding="utf-8", errors="replace") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    events.append(Event.from_dict(json.loads(line)))
-                except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                    problems.append(f"{self.path}:{number}: skipped an unreadable line ({exc})")
-        return events, problems
+        """The events in file order, and one message per line that was skipped
+        (``<file>:<line>: skipped a torn last line (...)`` or ``... an unreadable line (...)``)."""
+        events, skipped = read_records(self.path, Event.from_dict)
+        return events, [str(line) for line in skipped]
 
     def delivered_ids(self) -> set[str]:
-        """Msg ids recorded as delivered by an earlier ``publish_outbox``."""
-        if not self.delivered_path.exists():
-            return set()
-        ids = set()
-        with self.delivered_path.open(encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                try:
-                    ids.add(json.loads(line)["msg_id"])
-                except (json.JSONDecodeError, KeyError, TypeError):
-                    continue  # a torn last line: that event is simply sent again
-        return ids
+        """Msg ids recorded as delivered by an earlier ``publish_outbox``. A torn or
+        unreadable line is ignored: that event is simply sent again."""
+        ids, _ = read_records(self.delivered_path, _delivered_id)
+        return set(ids)
 
     def mark_delivered(self, msg_id: str) -> None:
-        _append_line(self.delivered_path, {"msg_id": msg_id, "at": utc_now()})
+        _append_line(self.delivered_path, {"msg_id": msg_id, "at": utc_now()},
+                     then="run publish-outbox again (the events delivered so far may be sent twice)")
 
     def undelivered(self) -> tuple[list[Event], int, list[str]]:
         """Events still to deliver (first of each msg id, file order), how many

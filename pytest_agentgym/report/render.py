@@ -20,6 +20,10 @@ How the page stays fast with 10,000 episodes:
   :data:`COMPRESS_ABOVE` bytes of trajectories the chunks are gzip-compressed
   and base64-encoded; the page inflates them with ``DecompressionStream``.
 
+Nothing on the page carries a credential: run.json, error messages and
+trajectories go through :mod:`pytest_agentgym.redact` before they are rendered
+(the files are redacted when written; this also covers older runs).
+
 Everything that comes from models and servers is escaped: jinja2 autoescapes
 HTML, :func:`script_json` turns ``<``, ``>`` and ``&`` inside embedded JSON
 into ``\\u003c`` etc. so that a ``</script>`` in a reply cannot end the data
@@ -42,8 +46,10 @@ import jinja2
 from markupsafe import Markup
 
 from pytest_agentgym.aggregate import EnvSummary, summarize
+from pytest_agentgym.jsonl import finite_json
+from pytest_agentgym.redact import redact_data, redact_text
 from pytest_agentgym.report import charts
-from pytest_agentgym.results import EpisodeRecord, RunInfo
+from pytest_agentgym.results import EpisodeRecord, RunInfo, current_records
 from pytest_agentgym.store import RunDir
 
 REPORT_FILE = "report.html"
@@ -69,10 +75,11 @@ def render_run_dir(run_dir: str | Path, output: str | Path | None = None, *,
     """
     run = RunDir(run_dir)
     info = run.read_info()
-    episodes = run.read_episodes()
+    episodes, skipped = run.read_episodes_report()
+    episodes = current_records(episodes)  # a resumed run: the newest generation of each episode
     baseline, baseline_note = load_baseline(info, run.path)
     parts = page_parts(info, episodes, baseline=baseline, baseline_note=baseline_note,
-                       compress=compress, source=str(run.path))
+                       compress=compress, source=str(run.path), skipped=[str(line) for line in skipped])
     target = Path(output) if output is not None else run.path / REPORT_FILE
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + ".tmp")
@@ -97,7 +104,7 @@ def load_baseline(info: RunInfo, run_path: Path) -> tuple[dict[str, EnvSummary] 
     for candidate in candidates:
         if (candidate / "run.json").is_file():
             try:
-                return summarize(RunDir(candidate).read_episodes()), ""
+                return summarize(current_records(RunDir(candidate).read_episodes())), ""
             except (OSError, ValueError) as exc:
                 return None, f"baseline run {candidate} could not be read ({exc})"
     return None, (f"baseline run {info.baseline} was not found from here; "
@@ -114,7 +121,7 @@ def success_of(record: EpisodeRecord) -> str:
 
 
 def outcome_of(record: EpisodeRecord) -> str:
-    """passed / failed / error, also for records written without ``outcome``."""
+    """passed / failed / unsolved / error, also for records written without ``outcome``."""
     if record.error is not None or record.outcome == "error":
         return "error"
     if record.outcome:
@@ -152,26 +159,8 @@ class Chunk:
     text: Markup
 
 
-def _finite(value: float | None) -> float | None:
-    """JSON has no NaN or infinity; such rewards are shown as missing."""
-    if value is None or value != value or value in (float("inf"), float("-inf")):
-        return None
-    return value
-
-
 _TURN_VALUES = operator.attrgetter(*TURN_FIELDS)
 _OBSERVATION = TURN_FIELDS.index("observation")
-
-
-def _sanitize(value: Any) -> Any:
-    """Replace NaN and infinities (which JSON cannot carry) by None, recursively."""
-    if isinstance(value, float):
-        return _finite(value)
-    if isinstance(value, dict):
-        return {k: _sanitize(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_sanitize(v) for v in value]
-    return value
 
 
 def trajectory_json(record: EpisodeRecord) -> str:
@@ -179,7 +168,9 @@ def trajectory_json(record: EpisodeRecord) -> str:
 
     Each turn is a list in :data:`TURN_FIELDS` order. A turn's observation is
     stored as null when it repeats the previous turn's feedback (the usual case:
-    the feedback is what the model sees next), which saves about a third.
+    the feedback is what the model sees next), which saves about a third. URLs
+    are redacted in the JSON text (they stop at quotes and backslashes, so the
+    text stays valid JSON).
     """
     turns = []
     previous_feedback = None
@@ -197,9 +188,10 @@ def trajectory_json(record: EpisodeRecord) -> str:
         "retried": [_error(e) for e in record.retried], "turns": turns,
     }
     try:
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except ValueError:
-        return json.dumps(_sanitize(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = json.dumps(finite_json(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return redact_text(text)
 
 
 def _error(error) -> dict[str, str] | None:
@@ -211,9 +203,9 @@ def _index_row(record: EpisodeRecord, env_number: int, chunk: int, position: int
     """What the episode table needs of one episode (short keys: 10,000 of these load at once)."""
     row: dict[str, Any] = {
         "e": env_number, "t": record.task_index, "r": record.repeat, "o": outcome_of(record),
-        "w": _finite(record.reward), "s": int(record.success), "n": record.rounds,
+        "w": finite_json(record.reward), "s": int(record.success), "n": record.rounds,
         "k": record.prompt_tokens + record.completion_tokens,
-        "d": round(_finite(record.duration_s) or 0.0, 2), "x": record.stop_reason,
+        "d": round(finite_json(record.duration_s) or 0.0, 2), "x": record.stop_reason,
         "a": record.attempts, "c": chunk, "p": position,
     }
     if record.run_id != run_id:
@@ -293,7 +285,7 @@ def _header(info: RunInfo) -> dict[str, Any]:
     return {
         "date": start.strftime("%Y-%m-%d %H:%M:%S %Z") if start else info.started_at,
         "duration": duration,
-        "running": info.ended_at is None,
+        "running": info.status == "running",
     }
 
 
@@ -333,7 +325,7 @@ def _charts(envs: Sequence[str], episodes: Sequence[EpisodeRecord]) -> list[dict
         mine = by_env.get(env, [])
         if not mine:
             continue
-        rewards = [r.reward for r in mine if r.error is None and _finite(r.reward) is not None]
+        rewards = [r.reward for r in mine if r.error is None and finite_json(r.reward) is not None]
         cells = charts.task_cells((r.task_index, success_of(r)) for r in mine)
         result.append({"env": env, "histogram": charts.reward_histogram(env, rewards),
                        "grid": charts.outcome_grid(env, cells, number), "tasks": len(cells)})
@@ -364,6 +356,7 @@ def _environment() -> jinja2.Environment:
     env.filters["pct"] = lambda v: "—" if v is None else f"{v:.1%}"
     env.filters["duration"] = format_duration
     env.filters["describe"] = _describe
+    env.filters["redact"] = redact_text
     return env
 
 
@@ -374,12 +367,14 @@ def render_html(info: RunInfo, episodes: Sequence[EpisodeRecord], **options: Any
 
 def page_parts(info: RunInfo, episodes: Sequence[EpisodeRecord], *,
                baseline: dict[str, EnvSummary] | None = None, baseline_note: str = "",
-               compress: bool | None = None, source: str = "") -> Iterator[str]:
+               compress: bool | None = None, source: str = "", skipped: Sequence[str] = ()) -> Iterator[str]:
     """The report page as a stream of text pieces (see the module docstring for its parts).
 
     ``baseline`` holds the baseline run's summaries (see :func:`load_baseline`),
-    ``source`` the run directory, shown with the command that renders it again.
+    ``source`` the run directory, shown with the command that renders it again,
+    ``skipped`` the lines of episodes.jsonl that could not be read (shown as a notice).
     """
+    info = RunInfo.from_dict(redact_data(info.to_dict()))
     envs = _env_order(info, episodes)
     summaries = summarize(episodes)
     gates = [dict(g) for g in info.gates]
@@ -396,7 +391,7 @@ def page_parts(info: RunInfo, episodes: Sequence[EpisodeRecord], *,
         baseline_summaries=baseline, baseline_note=baseline_note,
         bars=_bars(envs, summaries), env_charts=_charts(envs, episodes),
         legend=charts.outcome_legend(), episodes=episodes, listing=list(zip(index, episodes)),
-        outcomes=outcomes,
+        outcomes=outcomes, skipped=[redact_text(line) for line in skipped],
         chunks=chunks, index_json=script_json(index), meta_json=script_json(meta),
         style=_asset("report.css"), script=_asset("report.js"), source=source,
         rerender=f"pytest-agentgym report {source}" if source else "pytest-agentgym report RUN_DIR",

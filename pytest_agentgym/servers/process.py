@@ -33,6 +33,7 @@ from typing import Any, Callable, Mapping
 import httpx
 import psutil
 
+from pytest_agentgym.redact import redact_text
 from pytest_agentgym.servers.health import (
     ANY_ANSWER,
     DEFAULT_HOST,
@@ -53,7 +54,11 @@ POLL_INTERVAL = 0.05  # seconds between health probes while waiting
 
 
 class ServerError(RuntimeError):
-    """A server could not be started, reached or restarted."""
+    """A server could not be started, reached or restarted. Credentials in the
+    URLs of its message (and its command line) are shown as ``***``."""
+
+    def __init__(self, message: str = "", *args: Any) -> None:
+        super().__init__(redact_text(message), *args)
 
 
 class ServerStartError(ServerError):
@@ -241,7 +246,7 @@ class ManagedServer:
         env = {**os.environ, **self.env}
         env.setdefault("PYTHONUNBUFFERED", "1")
         with self.log_path.open("ab") as log:
-            log.write(f"--- {time.strftime('%H:%M:%S')} starting: {shlex.join(argv)}\n".encode())
+            log.write(f"--- {time.strftime('%H:%M:%S')} starting: {redact_text(shlex.join(argv))}\n".encode())
             log.flush()
             self._spawned_at = time.time()
             try:

@@ -15,7 +15,7 @@
   var rows = JSON.parse(document.getElementById("episode-index").textContent);
   var byId = new Map();
   var worstOfTask = new Map();  // "env:task" -> the repeat a grid square opens
-  var rank = { error: 0, failed: 1, passed: 2 };
+  var rank = { error: 0, failed: 1, unsolved: 2, passed: 3 };
   rows.forEach(function (row) {
     // Episode ids are "<run id>:<env>:<task>:r<repeat>"; the index spells out only those that differ.
     if (!row.i) row.i = meta.run_id + ":" + meta.envs[row.e] + ":" + row.t + ":r" + row.r;
@@ -252,7 +252,7 @@
   function drawEpisode(row, record) {
     var content = document.createDocumentFragment();
     var banner = el("div", "banner " + row.o);
-    var verdict = row.o === "passed" ? "PASSED" : row.o === "failed" ? "FAILED" : "ERROR";
+    var verdict = { passed: "PASSED", failed: "FAILED", unsolved: "UNSOLVED" }[row.o] || "ERROR";
     banner.textContent = verdict + ": reward " + fmt(row.w) + ", " + (row.s ? "success" : "no success") +
       ", stopped by " + row.x + " after " + row.n + " round(s)";
     content.appendChild(banner);
