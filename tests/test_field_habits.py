@@ -9,6 +9,9 @@ environment servers real embedded-server processes, NATS a real nats-server.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from nats_server import NatsServer, free_port
@@ -16,6 +19,86 @@ from test_harness import make_project, run, suite
 
 from pytest_agentgym import notices
 from pytest_agentgym.publish.publisher import EventPublisher
+from pytest_agentgym.servers.status import HEALTHS
+
+
+# -- pytest-agentgym envs --node ------------------------------------------------------------
+
+
+def envs_command(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest_agentgym", "envs", *args],
+                          capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def rows(stdout: str) -> dict[str, list[str]]:
+    """ENVIRONMENT -> [category, url, health] from the table."""
+    found = {}
+    for line in stdout.splitlines():
+        cells = line.split()
+        if len(cells) >= 4 and cells[3] in HEALTHS:
+            found[cells[0]] = cells[1:4]
+    return found
+
+
+@pytest.mark.parametrize("mode, wordle, textcraft", [
+    ("auto", "up", "spawnable"),        # attach to what answers, spawn the rest
+    ("attach", "up", "down"),           # everything must answer on its port
+    ("spawn", "spawnable", "spawnable"),  # always fresh servers; the running one is not used
+])
+def test_envs_node_lists_what_that_node_would_attach_to_spawn_or_skip(tmp_path, embedded_server, mode, wordle,
+                                                                       textcraft):
+    lmrlgym = embedded_server("lmrlgym")
+    unused = free_port()
+    nodes = tmp_path / "configs" / "nodes"
+    nodes.mkdir(parents=True)
+    (nodes / "field.yaml").write_text(
+        "name: field\nmodel: {endpoints: [{kind: reference}]}\n"
+        f"envs:\n  servers: {mode}\n  skip: [BabyAI, ALFWorld]\n"
+        f"  overrides:\n    Maze: {{url: 'http://127.0.0.1:{lmrlgym.port}'}}\n"
+        f"    Wordle: {{port: {lmrlgym.port}}}\n    TextCraft: {{port: {unused}}}\n")
+    result = envs_command(tmp_path, "--node", "field", "--timeout", "2")
+    assert result.returncode == 0, result.stderr
+    first = result.stdout.splitlines()[0]
+    assert first.startswith(f"node field ({nodes / 'field.yaml'}): servers {mode} (")
+    table = rows(result.stdout)
+    assert table["Maze"] == ["lightweight", f"http://127.0.0.1:{lmrlgym.port}/maze", "up"]  # its envs url
+    assert table["Wordle"][2] == wordle
+    assert table["TextCraft"][2] == textcraft
+    assert table["BabyAI"][2] == table["ALFWorld"][2] == "skipped"
+    if mode == "spawn":
+        assert table["Wordle"][1] == "http://127.0.0.1:<free-port>/wordle"
+    else:
+        assert table["Wordle"][1] == f"http://127.0.0.1:{lmrlgym.port}/wordle"
+        assert table["TextCraft"][1] == f"http://127.0.0.1:{unused}"
+    if mode == "attach":
+        assert f"servers mode attach: start it on port {unused}" in result.stdout
+    assert "2 skipped" in result.stdout.splitlines()[-1]
+
+
+def test_envs_node_accepts_a_path_and_the_shipped_names(tmp_path):
+    shipped = envs_command(tmp_path, "--node", "4090", "--timeout", "0.3")
+    assert shipped.returncode == 0, shipped.stderr
+    assert "servers auto" in shipped.stdout.splitlines()[0]
+    assert rows(shipped.stdout)["SciWorld"][2] == "skipped"
+    profile = tmp_path / "mine.yml"
+    profile.write_text("name: mine\nmodel: {endpoints: [{kind: reference}]}\nenvs: {servers: spawn, skip: [Maze]}\n")
+    by_path = envs_command(tmp_path, "--node", str(profile), "--timeout", "0.3")
+    assert by_path.returncode == 0, by_path.stderr
+    assert rows(by_path.stdout)["Maze"][2] == "skipped" and rows(by_path.stdout)["SciWorld"][2] == "down"
+
+
+def test_envs_with_an_unknown_node_lists_the_known_ones_and_exits_2(tmp_path):
+    (tmp_path / "configs" / "nodes").mkdir(parents=True)
+    (tmp_path / "configs" / "nodes" / "bench.yaml").write_text("name: bench\nmodel: {endpoints: [{kind: reference}]}\n")
+    result = envs_command(tmp_path, "--node", "4080")
+    assert result.returncode == 2
+    assert result.stderr.startswith("pytest-agentgym envs --node 4080: unknown node; known nodes: 4090, bench, gpu, local")
+    bad_mode = tmp_path / "bad.yaml"
+    bad_mode.write_text("name: bad\nmodel: {endpoints: [{kind: reference}]}\nenvs: {servers: sometimes}\n")
+    result = envs_command(tmp_path, "--node", str(bad_mode))
+    assert result.returncode == 2 and "envs.servers is 'sometimes'" in result.stderr and "'auto'" in result.stderr
+    both = envs_command(tmp_path, "--node", "4090", "--config", str(bad_mode))
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr
 
 
 # -- notices shown once per machine -------------------------------------------------------
