@@ -3,6 +3,7 @@
     pytest-agentgym serve babyai --port 36001        run an embedded environment server
     pytest-agentgym reference-agent --port 8100      run the scripted reference agent
     pytest-agentgym envs                             list environments, URLs and health
+                   [--node NAME|PATH]                as that node profile sees them
     pytest-agentgym report reports/<run_id>          render report.html again from results
                    [--output PATH] [--compress | --no-compress]
     pytest-agentgym publish-outbox reports/<run_id>  deliver NATS events kept in the outbox
@@ -38,7 +39,11 @@ def _parser() -> argparse.ArgumentParser:
     agent.add_argument("--seed", type=int, default=0, help="seed of the random choices (default: 0)")
 
     envs = sub.add_parser("envs", help="list configured environments with URL and health")
-    envs.add_argument("--config", default=None, help="an envs.yaml (default: the shipped one)")
+    source = envs.add_mutually_exclusive_group()
+    source.add_argument("--config", default=None, help="an envs.yaml (default: the shipped one)")
+    source.add_argument("--node", default=None, metavar="NAME|PATH",
+                        help="as this node profile sees them (its overrides, skip list and servers "
+                             "mode), found like --agentgym-node from the current directory")
     envs.add_argument("--host", default="127.0.0.1", help="host the servers run on (default: 127.0.0.1)")
     envs.add_argument("--timeout", type=float, default=1.0, help="health probe timeout in s (default: 1)")
 
@@ -73,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "envs":
         from pytest_agentgym.servers.status import main as envs_main
 
-        return envs_main(config=args.config, host=args.host, timeout=args.timeout)
+        return envs_main(config=args.config, host=args.host, timeout=args.timeout, node=args.node)
     if args.command == "report":
         from pytest_agentgym.ledger import settle_crashed
         from pytest_agentgym.report.render import render_run_dir

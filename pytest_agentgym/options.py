@@ -132,6 +132,7 @@ class Option:
     help: str
     parse: Callable[[str], Any] | None = None  # None: a flag
     default_text: str = "none"
+    aliases: tuple[str, ...] = ()  # more flags for the same option
 
     @property
     def flag(self) -> str:
@@ -173,7 +174,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("nats", "URL", "publish events to this NATS server", parse_text, "node"),
     Option("no_nats", None, "do not publish NATS events"),
     Option("no_report", None, "do not write report.html"),
-    Option("preflight", None, "check model, environment servers and NATS, run no episode"),
+    Option("preflight", None, "check model, environment servers and NATS, run no episode; "
+           "--agentgym-dry-run is the same", aliases=("--agentgym-dry-run",)),
     Option("list_envs", None, "list configured environments with URL and health, run nothing"),
 )
 
@@ -184,10 +186,37 @@ def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("agentgym", "pytest-agentgym: evaluate LLM agents on AgentGym")
     for option in OPTIONS:
         if option.parse is None:
-            group.addoption(option.flag, action="store_true", default=None, dest=option.dest,
-                            help=f"{option.help}")
+            group.addoption(option.flag, *option.aliases, action="store_true", default=None,
+                            dest=option.dest, help=option.help)
             parser.addini(option.dest, f"{option.help} (bool)", type="bool", default=None)
         else:
-            group.addoption(option.flag, metavar=option.metavar, default=None, dest=option.dest,
-                            help=f"{option.help} (default: {option.default_text})")
+            group.addoption(option.flag, *option.aliases, metavar=option.metavar, default=None,
+                            dest=option.dest, help=f"{option.help} (default: {option.default_text})")
             parser.addini(option.dest, f"{option.help} (default: {option.default_text})", default=None)
+
+
+#: Flags that people type from the habits of other tools, and what this plugin calls them.
+HABITUAL_FLAGS = {
+    "--dry-run": "--agentgym-dry-run (the preflight check)",
+    "--dryrun": "--agentgym-dry-run (the preflight check)",
+    "--preflight": "--agentgym-preflight",
+}
+
+
+def hint_habitual_flags(parser: pytest.Parser, args: list[str]) -> str | None:
+    """Add a "did you mean" line to the error pytest gives for a habitual flag in ``args``.
+
+    pytest rejects an unknown flag ("unrecognized arguments: --dry-run") after the
+    plugins are loaded; every entry of the documented ``Parser.extra_info`` is
+    printed under that error as ``  KEY: VALUE``. Called from the plugin's
+    ``pytest_load_initial_conftests``, which runs before that parse. Returns the hint.
+    """
+    for arg in args:
+        if arg == "--":
+            break
+        meant = HABITUAL_FLAGS.get(arg.split("=", 1)[0])
+        if meant is not None:
+            hint = f"did you mean {meant}?"
+            parser.extra_info["hint"] = hint
+            return hint
+    return None

@@ -1,13 +1,21 @@
-"""``--agentgym-list-envs`` and ``--agentgym-preflight``: look, start nothing, run no episode.
+"""``--agentgym-list-envs`` and ``--agentgym-preflight`` (alias ``--agentgym-dry-run``):
+look, start nothing, run no episode.
 
-Preflight is the field runner's dry run: is the model endpoint healthy (or
-launchable), are the environment servers up (or spawnable), is NATS reachable?
-It prints one line per check and returns 0 when everything needed is usable.
+Preflight is the field runner's dry run. It checks every endpoint of the
+model chain (not only up to the first healthy one) and says which one a run
+would use; then the environment servers the suites need, as the node's
+servers mode would provide them, and NATS. It prints one line per check and
+returns 0 when a run could go ahead: some endpoint of the chain is usable and
+no needed environment server is down (an unreachable NATS only sends events
+to the outbox, so it is reported, not counted).
 """
 
 from __future__ import annotations
 
 import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TextIO
 
 
@@ -15,8 +23,52 @@ def list_envs(settings: Any, out: TextIO | None = None) -> int:
     from pytest_agentgym.servers import status
 
     out = out or sys.stdout
-    status.render(status.check_all(settings.env_specs, "127.0.0.1", 1.0), out)
+    status.render(status.check_all(settings.env_specs, "127.0.0.1", 1.0, settings.servers_mode,
+                                   settings.skip_envs), out)
     return 0
+
+
+@dataclass(frozen=True)
+class EndpointCheck:
+    """One endpoint of the chain: ``label`` (primary, fallback N), what it is, and whether a run could use it."""
+
+    label: str
+    describe: str
+    usable: bool
+    state: str  # "healthy", "launchable (...)", "unhealthy: ...", "unusable: ..."
+
+
+def _check_endpoint(position: int, endpoint: Any, model: Any) -> EndpointCheck:
+    """Like ``choose_endpoint`` decides, without launching anything."""
+    from pytest_agentgym.model.client import read_api_key
+    from pytest_agentgym.model.endpoints import probe
+
+    label = "primary" if position == 0 else f"fallback {position}"
+    if endpoint.launched:
+        if endpoint.kind == "vllm":
+            if not endpoint.checkpoint:
+                return EndpointCheck(label, endpoint.describe(), False,
+                                     "unusable: no checkpoint; pass --agentgym-checkpoint PATH")
+            if not Path(endpoint.checkpoint).expanduser().exists():
+                return EndpointCheck(label, endpoint.describe(), False,
+                                     f"unusable: checkpoint {endpoint.checkpoint} does not exist")
+        return EndpointCheck(label, endpoint.describe(), True,
+                             f"launchable ({endpoint.kind} is started by the plugin)")
+    try:
+        key_env = model.key_env(endpoint)
+        key = read_api_key(key_env) if key_env else None
+    except ValueError as exc:
+        return EndpointCheck(label, endpoint.describe(), False, f"unusable: {exc}")
+    health = probe(endpoint, timeout=model.health_timeout, api_key=key)
+    return EndpointCheck(label, endpoint.describe(), health.ok,
+                         "healthy" if health.ok else f"unhealthy: {health.reason}")
+
+
+def check_model_chain(model: Any) -> list[EndpointCheck]:
+    """Every endpoint of ``model.endpoints`` (a ``ModelSettings``), probed at once, in chain order."""
+    jobs = list(enumerate(model.endpoints))
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        return list(pool.map(lambda job: _check_endpoint(job[0], job[1], model), jobs))
 
 
 def _nats_check(url: str, timeout: float = 1.0) -> str | None:
@@ -34,37 +86,38 @@ def _nats_check(url: str, timeout: float = 1.0) -> str | None:
     return None if greeting.startswith(b"INFO") else f"not a NATS server (said {greeting[:40]!r})"
 
 
-def preflight(settings: Any, paths: list[str] | None = None, out: TextIO | None = None) -> int:
+def preflight(settings: Any, paths: list[str] | None = None, out: TextIO | None = None,
+              model: Any = None) -> int:
     """Check what a run of the suites under ``paths`` would need (every environment
-    that is not skipped when no suite is found there)."""
-    from pytest_agentgym.model.endpoints import ModelSettings, probe
+    that is not skipped when no suite is found there). ``model``: the run's
+    ``ModelSettings`` (default: the profile's, with the command line applied as a
+    run applies it: --agentgym-base-url, --agentgym-model, --agentgym-checkpoint, ...)."""
     from pytest_agentgym.servers import status
 
     out = out or sys.stdout
     problems = 0
     out.write(f"agentgym preflight: node {settings.node} ({settings.node_file})\n")
-    model = ModelSettings.from_profile(settings.profile, where=str(settings.node_file))
-    healthy = False
-    for position, endpoint in enumerate(model.endpoints):
-        label = "primary" if position == 0 else f"fallback {position}"
-        if endpoint.launched:
-            line, healthy = f"launchable ({endpoint.kind} is started by the plugin)", True
-        else:
-            health = probe(endpoint, timeout=model.health_timeout)
-            line = "healthy" if health.ok else f"unhealthy: {health.reason}"
-            healthy = healthy or health.ok
-        out.write(f"  model {label}: {endpoint.describe()}: {line}\n")
-        if healthy:
-            break
-    if not healthy:
+    if model is None:
+        from pytest_agentgym.run import EvaluationRun
+
+        model = EvaluationRun(settings).model_settings()
+    checks = check_model_chain(model)
+    for check in checks:
+        out.write(f"  model {check.label}: {check.describe}: {check.state}\n")
+    chosen = next((check for check in checks if check.usable), None)
+    if chosen is None:
         problems += 1
+        out.write("  would use: nothing, no endpoint of the chain is usable (every episode would be an error)\n")
+    else:
+        out.write(f"  would use: {chosen.label} {chosen.describe}\n")
     from pytest_agentgym.collect import suites_under
 
     names = {suite.environment for suite in suites_under(paths or [], settings)}
     wanted = {n: s for n, s in settings.env_specs.items()
               if (n in names if names else n not in settings.skip_envs)
               and (not settings.envs or n.lower() in {e.lower() for e in settings.envs})}
-    for st in status.check_all(wanted, "127.0.0.1", 1.0):
+    out.write(f"  servers {settings.servers_mode}: {status.SERVERS_MODES.get(settings.servers_mode, '')}\n")
+    for st in status.check_all(wanted, "127.0.0.1", 1.0, settings.servers_mode):
         out.write(f"  env {st.name}: {st.url}: {st.health}" + (f" ({st.detail})" if st.detail else "") + "\n")
         if st.health == "down":
             problems += 1

@@ -75,12 +75,14 @@ def test_preflight_and_list_envs_check_without_running_an_episode(pytester):
     result.stdout.fnmatch_lines([
         "agentgym preflight: node testnode*",
         "  model primary: reference*: launchable*",
-        "  env Maze: http://127.0.0.1:36003/maze: *",
+        "  would use: primary reference*",
+        "  env Maze: http://127.0.0.1:<free-port>/maze: spawnable*",  # servers: spawn
         "preflight: ready",
     ])
     listed = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-list-envs")
     assert listed.ret == 0
-    listed.stdout.fnmatch_lines(["ENVIRONMENT*CATEGORY*URL*HEALTH*", "BabyAI*lightweight*36001*", "*SciWorld*heavy*"])
+    listed.stdout.fnmatch_lines(["ENVIRONMENT*CATEGORY*URL*HEALTH*", "BabyAI*lightweight*<free-port>*spawnable*",
+                                 "*SciWorld*heavy*"])
     assert not (pytester.path / "reports").exists()
 
 
@@ -90,7 +92,8 @@ def test_preflight_fails_when_nothing_can_serve_the_model(pytester):
     node.write_text("name: down\nmodel: {endpoints: [{kind: openai, url: 'http://127.0.0.1:9/v1', model: m}]}\n")
     result = run(pytester, "--agentgym-node=" + str(node), "--agentgym-preflight")
     assert result.ret == 1
-    result.stdout.fnmatch_lines(["  model primary: openai m at http://127.0.0.1:9/v1: unhealthy: *", "preflight: * problem(s)"])
+    result.stdout.fnmatch_lines(["  model primary: openai m at http://127.0.0.1:9/v1: unhealthy: *",
+                                 "  would use: nothing*", "preflight: * problem(s)"])
 
 
 def test_last_failed_reruns_only_the_failed_episodes(pytester):

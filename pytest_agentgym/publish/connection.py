@@ -15,6 +15,7 @@ import asyncio
 import logging
 
 from pytest_agentgym.events import SUBJECTS, Event
+from pytest_agentgym.notices import Notice
 
 log = logging.getLogger("pytest_agentgym.publish")
 
@@ -72,6 +73,8 @@ class NatsSender:
         self._js = None
         self._routes: dict[str, str | None] = {}
         self._had_jetstream = False
+        #: what the last connect found, as notices (advisory ones describe the setup)
+        self.notices: list[Notice] = []
 
     @property
     def connected(self) -> bool:
@@ -86,7 +89,8 @@ class NatsSender:
 
     async def connect(self, timeout: float | None = None) -> list[str]:
         """Connect once, bounded by ``timeout`` (default ``connect_timeout``), and find
-        out how each subject is published. Returns notes; raises :class:`NatsUnavailable`."""
+        out how each subject is published. Returns notes (the texts of :attr:`notices`);
+        raises :class:`NatsUnavailable`."""
         from nats.aio.client import Client
 
         timeout = self.connect_timeout if timeout is None else timeout
@@ -123,8 +127,13 @@ class NatsSender:
     async def _find_routes(self) -> list[str]:
         self._routes = {}
         self._js = None
+        self.notices = await self._notices()
+        return [notice.text for notice in self.notices]
+
+    async def _notices(self) -> list[Notice]:
+        url = self.url
         if self.jetstream is False:
-            return [f"NATS at {self.url}: core NATS (JetStream not used)"]
+            return [Notice(f"nats.core-only {url}", f"NATS at {url}: core NATS (JetStream not used)")]
         js = self._nc.jetstream(timeout=max(self.connect_timeout, 0.5))
         try:
             await js.account_info()
@@ -133,43 +142,47 @@ class NatsSender:
                 # Required, or there before: a server still recovering, not a reason
                 # to send the rest of the run unstored on core NATS.
                 why = "is required but" if self.jetstream is True else "was there before but is"
-                raise NatsUnavailable(self.url, f"JetStream {why} not available there: "
+                raise NatsUnavailable(url, f"JetStream {why} not available there: "
                                       f"{describe_failure(exc)}") from None
-            return [f"NATS at {self.url}: core NATS, no JetStream; events reach current subscribers "
-                    f"only and are not stored"]
+            return [Notice(f"nats.no-jetstream {url}", f"NATS at {url}: core NATS, no JetStream; events "
+                           f"reach current subscribers only and are not stored")]
         self._js = js
         self._had_jetstream = True
-        notes = []
+        notices = []
         if self.create_stream:
-            notes.append(await self._ensure_stream())
+            notices.append(await self._ensure_stream())
         for subject in SUBJECTS:
             await self._route(subject)
         captured = sorted({s for s in self._routes.values() if s})
         missing = [subject for subject, stream in self._routes.items() if stream is None]
         if captured:
-            notes.append(f"NATS at {self.url}: JetStream, stream {', '.join(captured)} "
-                         f"(retries deduplicated by msg id)")
+            notices.append(Notice(f"nats.stream {url}", f"NATS at {url}: JetStream, stream "
+                                  f"{', '.join(captured)} (retries deduplicated by msg id)"))
         if missing:
             fate = ("fail and go to the outbox" if self.jetstream is True
                     else "go out on core NATS and are not stored")
-            notes.append(f"NATS at {self.url}: JetStream has no stream for {', '.join(missing)}; those "
-                         f"events {fate} (create a stream on agentgym.> or enable stream creation)")
-        return [n for n in notes if n]
+            notices.append(Notice(f"nats.no-stream {url}", f"NATS at {url}: JetStream has no stream for "
+                                  f"{', '.join(missing)}; those events {fate} (create a stream on "
+                                  f"agentgym.> or enable stream creation)"))
+        return [n for n in notices if n is not None]
 
-    async def _ensure_stream(self) -> str:
+    async def _ensure_stream(self) -> Notice | None:
+        """Create the stream when it is missing; a notice of this run when anything was done."""
         from nats.js.errors import NotFoundError
 
         try:
             await self._js.stream_info(self.stream)
-            return ""
+            return None
         except NotFoundError:
             pass
+        key = f"nats.create-stream {self.url}"
         try:
             await self._js.add_stream(name=self.stream, subjects=list(STREAM_SUBJECTS),
                                       duplicate_window=DUPLICATE_WINDOW_S)
         except Exception as exc:  # noqa: BLE001 - e.g. subjects overlap another stream
-            return f"NATS at {self.url}: could not create stream {self.stream} on agentgym.> ({exc})"
-        return f"NATS at {self.url}: created stream {self.stream} on agentgym.>"
+            return Notice(key, f"NATS at {self.url}: could not create stream {self.stream} on agentgym.> "
+                          f"({exc})", advisory=False)
+        return Notice(key, f"NATS at {self.url}: created stream {self.stream} on agentgym.>", advisory=False)
 
     async def _route(self, subject: str) -> str | None:
         """The stream that captures ``subject`` (None: core NATS), looked up once per connection."""

@@ -6,6 +6,7 @@ once. The life of a publisher::
 
     publisher = EventPublisher("nats://127.0.0.1:4222", run_dir.path / "outbox.jsonl")
     notes = publisher.start()        # connect (bounded), lines for the run header
+    publisher.notices                # the same notes as notices.Notice (key, text, advisory)
     publisher.publish(event)         # never blocks for long, never raises
     stats = publisher.close(5.0)     # deliver what is pending; the rest goes to the outbox
 
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_agentgym.events import Event
+from pytest_agentgym.notices import Notice
 from pytest_agentgym.publish.connection import NatsSender, NatsUnavailable, describe_failure
 from pytest_agentgym.publish.outbox import Outbox
 
@@ -89,6 +91,9 @@ class EventPublisher:
         self._closing = False
         self._deadline = float("inf")
         self._wake: asyncio.Event | None = None
+        #: what start() found, with keys: advisory ones describe a standing setup
+        #: (the terminal shows those once per machine, see notices.py)
+        self.notices: list[Notice] = []
 
     # -- caller side (any thread) ------------------------------------------------
 
@@ -111,11 +116,16 @@ class EventPublisher:
             with self._lock:
                 self._state = "outbox"
                 self._last_error = reason
-            return [f"NATS at {self.url} unreachable ({reason}); events go to {self.outbox.path}; "
-                    f"deliver them later with: pytest-agentgym publish-outbox {self.outbox.path.parent}"]
+            self.notices = [Notice(
+                f"nats.unreachable {self.url}",
+                f"NATS at {self.url} unreachable ({reason}); events go to {self.outbox.path}; "
+                f"deliver them later with: pytest-agentgym publish-outbox {self.outbox.path.parent}",
+                advisory=False)]
+            return [notice.text for notice in self.notices]
         with self._lock:
             self._state = "live"
             self._mode = self._sender.mode
+        self.notices = list(self._sender.notices)
         return notes
 
     def publish(self, event: Event) -> None:
