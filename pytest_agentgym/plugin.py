@@ -51,15 +51,22 @@ def _uses_xdist(config: pytest.Config) -> bool:
     return bool(getattr(config.option, "numprocesses", None)) and not _is_worker(config)
 
 
+def _looks_only(config: pytest.Config) -> bool:
+    """--agentgym-preflight (--agentgym-dry-run) or --agentgym-list-envs, given on the
+    command line, as AGENTGYM_* variables or ini keys."""
+    from pytest_agentgym.settings import flag
+
+    return flag(config, "list_envs") or flag(config, "preflight")
+
+
 def _runs_episodes(config: pytest.Config) -> bool:
-    return not (config.option.collectonly or config.getoption("agentgym_list_envs")
-                or config.getoption("agentgym_preflight"))
+    return not (config.option.collectonly or _looks_only(config))
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     """--agentgym-list-envs and --agentgym-preflight answer and end the run."""
-    if not (config.getoption("agentgym_list_envs") or config.getoption("agentgym_preflight")):
+    if not _looks_only(config):
         return None
     from pytest_agentgym.preflight import list_envs, preflight
 
@@ -215,6 +222,8 @@ def pytest_runtestloop(session: pytest.Session):  # type: ignore[no-untyped-def]
     items = [i for i in session.items if isinstance(i, collect.EpisodeItem)]
     if items:
         _as_usage_error(harness.prepare, items)
+    if _is_controller(config):
+        _show_notices(config, harness.start_notices)
     result = yield
     if _is_controller(config):
         harness.finish(session.exitstatus or 0)
@@ -222,6 +231,18 @@ def pytest_runtestloop(session: pytest.Session):  # type: ignore[no-untyped-def]
         for verdict in harness.verdicts:
             config.hook.pytest_runtest_logreport(report=_gate_report(verdict, harness))
     return result
+
+
+def _show_notices(config: pytest.Config, start_notices: list) -> None:
+    """Advisory notices once per machine (or with -v); the rest every time. Every
+    notice is in run.json's notes either way."""
+    from pytest_agentgym import notices
+
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    for notice in notices.to_show(start_notices, verbose=config.get_verbosity() > 0):
+        reporter.write_line(f"agentgym: {notice.text}", yellow=True)
 
 
 @pytest.hookimpl(wrapper=True)

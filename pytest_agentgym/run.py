@@ -80,6 +80,8 @@ class EvaluationRun:
         self.verdicts: list[GateVerdict] = []
         self.reported: list[EpisodeRecord] = []
         self.status: str | None = None
+        #: notices of the start (NATS/JetStream), for the plugin to show once per machine
+        self.start_notices: list = []
         self.abort_reason: str | None = None
         self._adapters: dict[str, EnvAdapter] = {}
         self._began = False
@@ -239,6 +241,8 @@ class EvaluationRun:
         info = self.ledger.begin(info)
         point_latest(self.run_dir.path.parent, s.run_id)
         notes = resources.start_publisher(self.run_dir.path)
+        if resources.publisher is not None:
+            self.start_notices = list(resources.publisher.notices)
         if notes:
             info = dataclasses.replace(info, notes=info.notes + tuple(notes))
             self.ledger.write(info)

@@ -108,6 +108,11 @@ def _value(config: pytest.Config, name: str) -> Any:
         raise pytest.UsageError(f"{where}: {exc}") from None
 
 
+def flag(config: pytest.Config, name: str) -> bool:
+    """A flag option's value from the command line, its AGENTGYM_* variable or ini key."""
+    return bool(_value(config, name))
+
+
 def find_node_file(name: str, rootdir: Path) -> Path:
     """A node name (configs/nodes/NAME.yaml, project first, then the plugin's) or a file path."""
     if name.endswith((".yaml", ".yml")) or os.sep in name or "/" in name:

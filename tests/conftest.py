@@ -43,6 +43,22 @@ def embedded_server(tmp_path_factory):
         server.stop()
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _notice_state(tmp_path_factory):
+    """Runs started by the tests keep their "shown once" notices in a folder of their own."""
+    import os
+
+    from pytest_agentgym.notices import STATE_DIR_ENV
+
+    previous = os.environ.get(STATE_DIR_ENV)
+    os.environ[STATE_DIR_ENV] = str(tmp_path_factory.mktemp("notice-state"))
+    yield
+    if previous is None:
+        os.environ.pop(STATE_DIR_ENV, None)
+    else:
+        os.environ[STATE_DIR_ENV] = previous
+
+
 def pytest_addoption(parser):
     parser.addoption("--run-slow", action="store_true", default=False,
                      help="also run tests marked slow (vLLM on CPU, long runs)")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from model_faults import FakeEndpoint
 from nats_server import NatsServer, free_port
-from test_harness import make_project, run, suite
+from projects import make_project, run, suite
 
 from pytest_agentgym import notices
 from pytest_agentgym.publish.publisher import EventPublisher
@@ -276,8 +276,6 @@ def test_the_publisher_marks_a_missing_stream_advisory_and_an_outage_not(tmp_pat
     assert notices.to_show(offline.notices, directory=state) == [outage]  # every run
 
 
-@pytest.mark.xfail(strict=True, reason="lead: run.py keeps EventPublisher.notices and plugin.py prints "
-                                       "notices.to_show(...) after prepare (see the wt-c report)")
 def test_the_jetstream_notice_shows_in_the_first_run_only_then_with_v(pytester, monkeypatch):
     monkeypatch.setenv(notices.STATE_DIR_ENV, str(pytester.path / "state"))
     server = NatsServer(pytester.path / "nats", jetstream=True)
@@ -297,3 +295,13 @@ def test_the_jetstream_notice_shows_in_the_first_run_only_then_with_v(pytester, 
     for run_id in ("first", "second", "verbose"):  # the record stays complete
         info = json.loads((pytester.path / "reports" / run_id / "run.json").read_text())
         assert any(notice in note for note in info["notes"]), info["notes"]
+
+
+def test_preflight_from_the_environment_variable_checks_and_runs_no_episode(pytester, monkeypatch):
+    node = make_project(pytester)
+    suite(pytester, "maze", "environment: Maze\ntasks: 0-1\n")
+    monkeypatch.setenv("AGENTGYM_PREFLIGHT", "1")
+    result = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-run-id=looked")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["agentgym preflight: node testnode*", "preflight: ready"])
+    assert not (pytester.path / "reports" / "looked" / "episodes.jsonl").exists()

@@ -65,7 +65,7 @@ def hidden(text: str) -> list[str]:
 
 def test_the_run_passes_and_the_credentials_reach_the_endpoint(secret_run):
     assert secret_run["code"] == 0, secret_run["output"]
-    assert "2 passed" in secret_run["output"]
+    assert "run quiet-run finished (2 episodes)" in secret_run["output"]
     fake = secret_run["fake"]
     chats = [r for r in fake.requests if r.method == "POST"]
     assert len(chats) == 6  # two episodes of three rounds
