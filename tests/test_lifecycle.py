@@ -422,7 +422,6 @@ def embedded_names() -> list[str]:
     return [name for name, module in sorted(EMBEDDED_SERVERS.items()) if find_spec(module)]
 
 
-@pytest.mark.skipif(not embedded_names(), reason="no embedded server is installed yet")
 def test_embedded_server_killed_mid_episode_is_restarted(tmp_path):
     name = embedded_names()[0]
     spec = next(s for s in load_default_specs().values() if s.embedded == name)

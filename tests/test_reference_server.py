@@ -213,8 +213,6 @@ def test_unknown_model_and_streaming_are_refused(agent):
     assert raw.status_code == 400 and "streaming" in raw.json()["error"]["message"]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("pytest_agentgym.model.reference.maze") is None,
-                    reason="the Maze reference policy is not written yet")
 def test_maze_policy_answers_through_the_server(agent):
     # Protocol sheet 14.1.3/14.1.4: from (7, 6), with walls left and right, the goal
     # (8, 6) is one step down.

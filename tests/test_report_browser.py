@@ -8,6 +8,7 @@ browser records every JavaScript exception, which must stay empty.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from urllib.parse import quote
 
@@ -20,11 +21,17 @@ from report_fixtures import (HeadlessChromium, find_chromium, make_episode, make
                              synthetic_run, write_run)
 
 CHROMIUM = find_chromium()
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="headless browser tests need Chromium: apt-get install -y chromium "
-           "(looked for /usr/bin/chromium, chromium and chromium-browser on PATH)",
-)
+#: CI sets this: there a missing browser fails the tests instead of skipping them.
+REQUIRE_BROWSER = os.environ.get("AGENTGYM_REQUIRE_BROWSER") == "1"
+_NO_BROWSER = ("headless browser tests need Chromium: apt-get install -y chromium "
+               "(looked for /usr/bin/chromium, chromium and chromium-browser on PATH)")
+pytestmark = pytest.mark.skipif(CHROMIUM is None and not REQUIRE_BROWSER, reason=_NO_BROWSER)
+
+
+@pytest.fixture(autouse=True)
+def _browser_present() -> None:
+    if CHROMIUM is None:
+        pytest.fail(f"AGENTGYM_REQUIRE_BROWSER=1 and no browser: {_NO_BROWSER}")
 
 XSS_REPLY = 'Thought: <img src=x onerror="window.__xss = 1"></script><script>window.__xss = 2</script>\nAction:\nstop'
 
