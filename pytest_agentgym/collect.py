@@ -297,7 +297,7 @@ class EpisodeItem(pytest.Item):
         try:
             record = harness.result(self)
         except RunAborted as exc:
-            pytest.exit(f"agentgym: {exc}", returncode=pytest.ExitCode.INTERRUPTED)
+            pytest.exit(f"agentgym: run stopped: {exc}", returncode=pytest.ExitCode.INTERRUPTED)
         self.kept = record.generation < harness.ledger.generation
         if self.kept:  # judged by today's suite (its min_reward may have changed)
             record = dataclasses.replace(record, min_reward=self.suite.min_reward, outcome=outcome_of(

@@ -371,7 +371,7 @@ class EvaluationRun:
         try:
             return self.ledger.append(record)
         except OSError as exc:  # store.ResultsWriteError: says what happened and how to resume
-            self.abort_reason = self.abort_reason or f"the run stops here: {exc}"
+            self.abort_reason = self.abort_reason or str(exc)
             raise
 
     def record_crash(self, nodeid: str, message: str) -> EpisodeRecord | None:

@@ -376,3 +376,42 @@ def test_a_worker_killed_mid_episode_leaves_an_error_record(pytester):
     assert crashed and crashed[-1]["error"]["type"] == "WorkerCrashed"
     assert crashed[-1]["error"]["where"] == "harness"
     assert set(by_task) == {0, 1, 2, 3}
+
+
+# -- a full disk ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_disk(pytester):
+    """``reports/`` on a 512 KiB tmpfs (needs root, as in CI); unmounted afterwards."""
+    reports = pytester.path / "reports"
+    reports.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(reports)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here ({mounted.stderr.strip()}); this fault needs root")
+    yield reports
+    subprocess.run(["umount", "-l", str(reports)], check=False)
+
+
+def test_a_full_disk_stops_the_run_cleanly_and_it_resumes_once_there_is_room(pytester, small_disk):
+    node = make_project(pytester)
+    suite(pytester, "maze", "environment: Maze\ntasks: 0-24\nrepeat: 4\n")
+    result = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-run-id=full")
+    assert result.ret == 2, result.stdout.str()  # interrupted
+    result.stdout.fnmatch_lines(["agentgym: RUN STOPPED: could not write *episodes.jsonl: "
+                                 "No space left on device*--agentgym-resume=*full*"])
+    info = run_json(pytester, "full")
+    assert info["status"] == "interrupted" and info["ended_at"]
+    results = small_disk / "full" / "episodes.jsonl"
+    text = results.read_text()
+    assert text.endswith("\n")
+    kept = [json.loads(line) for line in text.splitlines()]  # every line whole
+    assert 0 < len(kept) < 100
+
+    subprocess.run(["mount", "-o", "remount,size=16m", str(small_disk)], check=True)
+    resumed = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-resume=full")
+    assert resumed.ret == 0, resumed.stdout.str()
+    records = episodes(pytester, "full")
+    assert len({(r["task_index"], r["repeat"]) for r in records}) == 100 == len(records)
+    assert run_json(pytester, "full")["status"] == "finished"
