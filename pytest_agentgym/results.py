@@ -20,7 +20,7 @@ SCHEMA_VERSION = 1
 ErrorSource = Literal["env", "model", "harness"]
 
 #: Why an episode's loop ended.
-StopReason = Literal["done", "max_rounds", "timeout", "error"]
+StopReason = Literal["done", "max_rounds", "timeout", "context_length", "error"]
 
 #: What pytest made of the episode.
 Outcome = Literal["passed", "failed", "error"]

@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 import yaml
 
+from pytest_agentgym.envs.protocol import DEFAULT_REQUEST_TIMEOUT
+
 Category = Literal["lightweight", "moderate", "heavy"]
 _CATEGORIES = ("lightweight", "moderate", "heavy")
 _DIALECTS = ("id", "env_idx")
@@ -66,6 +68,14 @@ class EnvSpec:
     url: str | None = None
     #: How long to wait for the server's health, in seconds.
     startup_timeout: float = 60.0
+    #: Seconds one request to the server may take before it is ``env:EnvTimeout``
+    #: (separate from the model's request timeout and the episode's budget).
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+    #: How many times a spawned server is started before giving up, when it exits
+    #: or never gets healthy during start-up; waits ``start_backoff * 2**(n-1)``
+    #: seconds before attempt n+1.
+    start_attempts: int = 3
+    start_backoff: float = 1.0
     description: str = ""
 
     def default_url(self, host: str = "127.0.0.1") -> str:
@@ -99,15 +109,25 @@ def spec_from_mapping(name: str, data: dict[str, Any], source: str) -> EnvSpec:
         )
     if data.get("dialect", "id") not in _DIALECTS:
         raise EnvConfigError(f"{where}.dialect is {data['dialect']!r}; use 'id' or 'env_idx'")
-    for key in ("port", "max_rounds"):
-        if key in data and (not isinstance(data[key], int) or data[key] <= 0):
+    for key in ("port", "max_rounds", "start_attempts"):
+        if key in data and (not _is_number(data[key], int) or data[key] <= 0):
             raise EnvConfigError(f"{where}.{key} must be a positive integer, got {data[key]!r}")
+    for key in ("startup_timeout", "request_timeout", "start_backoff"):
+        if key in data and (not _is_number(data[key], (int, float)) or data[key] <= 0):
+            raise EnvConfigError(
+                f"{where}.{key} must be a positive number of seconds, got {data[key]!r}"
+            )
     values = dict(data)
     try:
         values["success"] = SuccessRule(str(data.get("success", "reward == 1")))
     except EnvConfigError as exc:
         raise EnvConfigError(f"{where}.success: {exc}") from None
     return EnvSpec(name=name, **values)
+
+
+def _is_number(value: Any, kinds: type | tuple[type, ...]) -> bool:
+    """A YAML number of ``kinds`` (``true``/``false`` load as bool, which is not one)."""
+    return isinstance(value, kinds) and not isinstance(value, bool)
 
 
 def load_specs(path: str | Path) -> dict[str, EnvSpec]:
