@@ -65,24 +65,12 @@ class ServerStartError(ServerError):
         self.exit_code = exit_code
         self.log_tail = log_tail
         self.attempts = attempts
-        super().__init__(message)
-
-    def __reduce__(self) -> Any:
-        # Keep the keyword-only fields when the error crosses a process boundary
-        # (pytest-xdist workers pickle exceptions).
-        return (_rebuild_error, (type(self), self.args, self.__dict__.copy()))
+        super().__init__(message)  # pickles whole: the keywords have defaults, the state is kept
 
 
 class ServerCommandError(ServerStartError):
     """The server's command could not be run at all (not found, not executable);
     starting it again cannot help."""
-
-
-def _rebuild_error(cls: type, args: tuple[Any, ...], state: dict[str, Any]) -> ServerStartError:
-    error = cls.__new__(cls)
-    Exception.__init__(error, *args)
-    error.__dict__.update(state)
-    return error
 
 
 # -- spawning: a death signal, from a thread that lives as long as the process -------
