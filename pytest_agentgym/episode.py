@@ -280,8 +280,8 @@ def _recovery_failed(exc: BaseException, error: ErrorInfo) -> ErrorInfo:
     where = error.where if isinstance(exc, ServerError) else classify(exc)
     return ErrorInfo(
         type(exc).__name__,
-        f"{exc}; so the episode was not retried after its attempt failed with "
-        f"{error.type}: {error.message}",
+        f"{' '.join(str(exc).split())}; so the episode was not retried after its attempt "
+        f"failed with {error.type}: {error.message}",
         where,  # type: ignore[arg-type]
     )
 
@@ -316,8 +316,8 @@ def _budget_ran_out(
         )
     return "error", ErrorInfo(
         "TimeoutError",
-        f"the episode budget of {budget:g} s ran out before the first round, while waiting on "
-        "neither the environment server nor the model; raise episode_timeout",
+        f"the episode budget of {budget:g} s ran out before the first round, outside any "
+        "request to the environment server or the model; raise episode_timeout",
         "harness",
     )
 

@@ -107,3 +107,13 @@ def test_an_env_server_that_cannot_be_restarted_for_a_retry_is_an_env_error(tmp_
     assert "did not start after 2 attempts" in record.error.message
     assert "not retried after its attempt failed with EnvUnreachable" in record.error.message
     assert record.retried == () and "\n" not in record.error.message
+
+
+def test_a_single_attempt_still_fails_in_one_paragraph(tmp_path):
+    spec = maze_spec(tmp_path / "never", "until", attempts=1)
+    with ServerPool([spec], log_dir=tmp_path, attach_running=False) as pool:
+        with pytest.raises(ServerStartError) as caught:
+            pool.start("Maze")
+    message = str(caught.value)
+    assert "did not start after 1 attempt; it exited with code 3 before it answered" in message
+    assert "\n" not in message and caught.value.attempts == 1

@@ -189,8 +189,8 @@ class ServerPool:
                 self._log_attempt(server, attempt, attempts, exc, waits[-1])
                 time.sleep(waits[-1])  # back-off before the next start
         self._log_attempt(server, attempts, attempts, last, None)
-        if attempts == 1:
-            raise last
+        if server.attached:
+            raise last  # one line already: nothing was started here
         raise ServerStartError(
             self._gave_up(server, attempts, waits, last),
             exit_code=last.exit_code, log_tail=last.log_tail, attempts=attempts,
@@ -213,11 +213,12 @@ class ServerPool:
                  last: ServerStartError) -> str:
         """One paragraph: how many attempts, why the last failed, the command, the log."""
         tail = " | ".join(line.strip() for line in last.log_tail.splitlines()[-5:] if line.strip())
+        tries = (f"{attempts} attempts (waiting {', '.join(f'{w:g} s' for w in waits)} between "
+                 "them); the last one" if waits else "1 attempt; it")
         return (
-            f"{server.label} did not start after {attempts} attempts (waiting "
-            f"{', '.join(f'{w:g} s' for w in waits)} between them); the last one "
-            f"{self._why(server, last)}; command: `{shlex.join(server.argv or [])}`; "
-            f"its log: {server.log_path}" + (f"; last lines: {tail}" if tail else "")
+            f"{server.label} did not start after {tries} {self._why(server, last)}; "
+            f"command: `{shlex.join(server.argv or [])}`; its log: {server.log_path}"
+            + (f"; last lines: {tail}" if tail else "")
         )
 
     def base_url(self, env: str) -> str:
