@@ -27,14 +27,9 @@ from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 
 from pytest_agentgym.envs.base import EnvAdapter, StepResult
-from pytest_agentgym.envs.protocol import (
-    EnvBadResponse,
-    EnvClient,
-    EnvServerError,
-    RequestWatch,
-    watch_requests,
-)
+from pytest_agentgym.envs.protocol import EnvBadResponse, EnvClient, EnvServerError
 from pytest_agentgym.envs.spec import EnvSpec
+from pytest_agentgym.envs.watch import RequestWatch, watch_requests
 from pytest_agentgym.model.errors import ContextLengthExceeded, ModelError, RequestRejected
 from pytest_agentgym.results import ErrorInfo, EpisodeRecord, StopReason, Turn
 

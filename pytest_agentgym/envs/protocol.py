@@ -29,23 +29,19 @@ no answer in time           :class:`EnvTimeout`
 HTTP 503 is retried a few times (the original WebShop and SQLGym clients retry
 it five times) before it is reported.
 
-Whoever needs to know which request a task is stuck in (the episode runner,
-when its own wall-clock budget cuts an attempt short) opens
-:func:`watch_requests` around the work: every request made inside it, in that
-task or the tasks it starts, is listed in the :class:`RequestWatch` until it
-is answered or fails; a request cut short by cancellation stays listed.
+Every request is listed, while it is in flight, in the
+:class:`~pytest_agentgym.envs.watch.RequestWatch` of whoever opened
+:func:`~pytest_agentgym.envs.watch.watch_requests` around the work.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
-import time
-from dataclasses import dataclass
-from typing import Any, Iterator, Literal
+from typing import Any, Literal
 
 import httpx
+
+from pytest_agentgym.envs.watch import in_flight
 
 Dialect = Literal["id", "env_idx"]
 _DIALECTS = ("id", "env_idx")
@@ -127,76 +123,6 @@ class EnvUnreachable(EnvServerError):
 
 class EnvTimeout(EnvServerError):
     """The server did not answer within the client's timeout."""
-
-
-@dataclass(frozen=True)
-class PendingRequest:
-    """One request sent to an environment server and not answered yet."""
-
-    env: str
-    url: str
-    endpoint: str
-    env_id: int | None
-    #: ``time.monotonic()`` when it was sent
-    sent_at: float
-
-    def describe(self) -> str:
-        """``environment server Maze at http://...: /step (env id 3)``, as errors name it."""
-        where = f"environment server {self.env} at {self.url}: {self.endpoint}"
-        return where + (f" (env id {self.env_id})" if self.env_id is not None else "")
-
-
-class RequestWatch:
-    """The environment requests in flight inside one :func:`watch_requests` block."""
-
-    def __init__(self) -> None:
-        self._pending: list[PendingRequest] = []
-
-    def add(self, request: PendingRequest) -> None:
-        self._pending.append(request)
-
-    def discard(self, request: PendingRequest) -> None:
-        if request in self._pending:
-            self._pending.remove(request)
-
-    def oldest(self) -> PendingRequest | None:
-        """The request that has waited longest (the one a timeout cut short), if any."""
-        return self._pending[0] if self._pending else None
-
-
-_WATCH: contextvars.ContextVar[RequestWatch | None] = contextvars.ContextVar(
-    "agentgym_env_request_watch", default=None
-)
-
-
-@contextlib.contextmanager
-def watch_requests() -> Iterator[RequestWatch]:
-    """List the environment requests made inside the block (and in tasks started
-    inside it) while they are in flight."""
-    watch = RequestWatch()
-    token = _WATCH.set(watch)
-    try:
-        yield watch
-    finally:
-        _WATCH.reset(token)
-
-
-@contextlib.contextmanager
-def _in_flight(ctx: dict[str, Any]) -> Iterator[None]:
-    """List the request in the current watch (if any) until it is answered or fails.
-    A cancellation leaves it listed: whoever cancelled reads what it cut short."""
-    watch = _WATCH.get()
-    if watch is None:
-        yield
-        return
-    pending = PendingRequest(sent_at=time.monotonic(), **ctx)
-    watch.add(pending)
-    try:
-        yield
-    except Exception:
-        watch.discard(pending)
-        raise
-    watch.discard(pending)
 
 
 #: Hints added to an HTTP error, by status.
@@ -334,7 +260,7 @@ class EnvClient:
     ) -> Any:
         """Send one request and return the decoded JSON answer, or raise a typed error."""
         ctx = {"url": self.base_url, "endpoint": endpoint, "env": self.env, "env_id": env_id}
-        with _in_flight(ctx):
+        with in_flight(ctx):
             return await self._exchange(method, endpoint, json, params, ctx)
 
     async def _exchange(self, method: str, endpoint: str, json: Any,
