@@ -342,7 +342,8 @@ def infra_message(record: Any, logs: Any) -> str:
              f"{error.type}: {error.message}"]
     for number, earlier in enumerate(record.retried, 1):
         lines.append(f"  attempt {number} also failed: {earlier.where} {earlier.type}: {earlier.message[:300]}")
-    lines.append(f"  logs: {logs}")
+    lines.append(f"  logs: {logs} (harness.log has each failed attempt's traceback; the servers' and "
+                 f"the model's own logs are beside it)")
     return "\n".join(lines)
 
 

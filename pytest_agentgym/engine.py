@@ -32,7 +32,6 @@ class Engine:
         model_factory: ModelFactory,
         adapters: dict[str, EnvAdapter],
         env_urls: dict[str, str],
-        env_timeout_s: float = 300.0,
         before_retry: Callable[[str, ErrorInfo], Awaitable[None]] | None = None,
         on_finished: Callable[[EpisodeRecord], None] | None = None,
     ) -> None:
@@ -42,7 +41,6 @@ class Engine:
         self._model_factory = model_factory
         self._adapters = adapters
         self._env_urls = env_urls
-        self._env_timeout_s = env_timeout_s
         self._before_retry = before_retry
         self._on_finished = on_finished
         self._loop = asyncio.new_event_loop()
@@ -61,13 +59,15 @@ class Engine:
         self._clients: dict[str, EnvClient] = {}
 
     def _client(self, request: EpisodeRequest) -> EnvClient:
+        """One protocol client per environment; each request may take the
+        environment's ``request_timeout`` (configs/envs.yaml, node overrides)."""
         name = request.spec.name
         if name not in self._clients:
             self._clients[name] = EnvClient(
                 request.spec.base_url(self._env_urls[name]),
                 env=name,
                 dialect=request.spec.dialect,
-                timeout=self._env_timeout_s,
+                timeout=request.spec.request_timeout,
             )
         return self._clients[name]
 

@@ -7,21 +7,43 @@ The episode's reward is the last step's reward (what the AgentGym client
 reports: ``score`` for BabyAI and SciWorld). Infrastructure failures
 (environment server, model endpoint, harness) end the attempt as an *error*;
 they are retried as a fresh episode up to ``retries`` times, and every failed
-attempt is kept in the record.
+attempt is kept in the record; a request the model endpoint refused (HTTP 4xx)
+is deterministic and not retried.
+
+Policy outcomes, not errors: the environment says done (``done``), the rounds
+run out (``max_rounds``), the model endpoint says the conversation no longer
+fits its context (``context_length``), or the wall-clock budget runs out while
+the model is answering, after at least one round (``timeout``). When the budget
+runs out while an environment server is answering, that is ``env:EnvTimeout``;
+while the model answers its first round, ``model:EndpointTimeout``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 
 from pytest_agentgym.envs.base import EnvAdapter, StepResult
-from pytest_agentgym.envs.protocol import EnvClient, EnvServerError
+from pytest_agentgym.envs.protocol import EnvBadResponse, EnvClient, EnvServerError
 from pytest_agentgym.envs.spec import EnvSpec
+from pytest_agentgym.envs.watch import RequestWatch, watch_requests
+from pytest_agentgym.model.errors import ContextLengthExceeded, ModelError, RequestRejected
 from pytest_agentgym.results import ErrorInfo, EpisodeRecord, StopReason, Turn
+
+#: Each failed attempt with its traceback; the run writes these to logs/harness.log.
+log = logging.getLogger("pytest_agentgym.episode")
+
+#: Extra seconds the model client's own per-turn budget gets beyond what is left of
+#: the episode's, so that the episode's clock (which knows what it was waiting on)
+#: is the one that ends a turn the budget cuts short.
+MODEL_BUDGET_SLACK_S = 1.0
+
+#: Seconds an episode waits for ``POST /close`` when freeing its environment.
+CLOSE_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -79,27 +101,33 @@ def classify(exc: BaseException) -> str:
     """Where an exception came from: env, model or harness."""
     if isinstance(exc, EnvServerError):
         return "env"
-    if _is_model_error(exc):
+    if isinstance(exc, ModelError):
         return "model"
     return "harness"
 
 
-def _is_model_error(exc: BaseException) -> bool:
-    try:
-        from pytest_agentgym.model.client import ModelError
-    except ImportError:  # pragma: no cover - model side always ships
-        return False
-    return isinstance(exc, ModelError)
+def retryable(exc: BaseException) -> bool:
+    """Whether a fresh attempt could end differently: not for a request the model
+    endpoint refused (HTTP 4xx), which it would refuse again."""
+    return not isinstance(exc, RequestRejected)
 
 
 class _Attempt:
     """The mutable state of one attempt, turned into a record at the end."""
 
-    def __init__(self) -> None:
+    def __init__(self, watch: RequestWatch) -> None:
         self.turns: list[Turn] = []
         self.last: StepResult | None = None
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        #: the environment requests in flight (filled by the protocol client)
+        self.env_requests = watch
+        #: ``time.monotonic()`` when the model was asked, while it has not answered
+        self.model_asked_at: float | None = None
+
+
+class _BudgetSpent(Exception):
+    """The episode's budget ran out between two calls (nothing was cut short)."""
 
 
 async def _play(
@@ -117,8 +145,15 @@ async def _play(
             observation = messages[-1]["content"]
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return "timeout"
-            completion = await model.complete(messages, budget_s=remaining, sampling=request.sampling)
+                raise _BudgetSpent()
+            attempt.model_asked_at = time.monotonic()
+            try:
+                completion = await model.complete(
+                    messages, budget_s=remaining + MODEL_BUDGET_SLACK_S, sampling=request.sampling
+                )
+            except ContextLengthExceeded:
+                return "context_length"  # AgentGym stops when the prompt reaches its maximum
+            attempt.model_asked_at = None
             attempt.prompt_tokens += completion.prompt_tokens or 0
             attempt.completion_tokens += completion.completion_tokens or 0
             parsed = adapter.parse_action(completion.text)
@@ -153,14 +188,12 @@ async def _play(
     finally:
         if request.spec.has_close:
             try:
-                await asyncio.shield(client.close(opening.env_id))
-            except (EnvServerError, asyncio.CancelledError):
+                await asyncio.shield(asyncio.wait_for(client.close(opening.env_id), CLOSE_TIMEOUT_S))
+            except (EnvServerError, asyncio.CancelledError, asyncio.TimeoutError):
                 pass  # freeing the env is best effort; the result stands
 
 
 def _read_step(adapter: EnvAdapter, client: EnvClient, env_id: int, body: Any) -> StepResult:
-    from pytest_agentgym.envs.protocol import EnvBadResponse
-
     try:
         return adapter.read_step(body)
     except (TypeError, ValueError, KeyError) as exc:
@@ -181,34 +214,31 @@ async def run_episode(
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     started = time.monotonic()
     while True:
-        attempt = _Attempt()
         error: ErrorInfo | None = None
+        again = True
         deadline = time.monotonic() + request.limits.timeout_s
-        try:
-            stop = await asyncio.wait_for(
-                _play(request, adapter, client, model, attempt, deadline),
-                timeout=request.limits.timeout_s,
-            )
-        except (asyncio.TimeoutError, TimeoutError) as exc:
-            if attempt.turns:
-                stop = "timeout"  # the budget ran out mid-episode: a policy outcome
-            else:
-                stop, error = "error", ErrorInfo(
-                    type(exc).__name__,
-                    f"the episode budget of {request.limits.timeout_s:g} s ran out before the "
-                    "first round finished; raise episode_timeout or check the model endpoint",
-                    "harness",
+        with watch_requests() as watch:
+            attempt = _Attempt(watch)
+            try:
+                stop = await asyncio.wait_for(
+                    _play(request, adapter, client, model, attempt, deadline),
+                    timeout=request.limits.timeout_s,
                 )
-        except Exception as exc:  # noqa: BLE001 - every failure is stored as data
-            stop, error = "error", ErrorInfo.from_exception(exc, classify(exc))  # type: ignore[arg-type]
-        if error is not None and len(retried) < request.limits.retries:
-            retried.append(error)
+            except (asyncio.TimeoutError, TimeoutError, _BudgetSpent):
+                stop, error = _budget_ran_out(request, attempt, model)
+            except Exception as exc:  # noqa: BLE001 - every failure is stored as data
+                stop, error = "error", ErrorInfo.from_exception(exc, classify(exc))  # type: ignore[arg-type]
+                again = retryable(exc)
+                log.warning("%s[%s] repeat %s, attempt %d: %s error", request.spec.name, request.task_index,
+                            request.repeat, len(retried) + 1, error.where, exc_info=exc)
+        if error is not None and again and len(retried) < request.limits.retries:
             if before_retry is not None:
                 try:
                     await before_retry(error)
-                except Exception as exc:  # noqa: BLE001 - the retry itself will fail and say why
-                    retried.append(ErrorInfo.from_exception(exc, "harness"))
+                except Exception as exc:  # noqa: BLE001 - no retry then; say why
+                    error = _recovery_failed(exc, error)
                     break
+            retried.append(error)
             continue
         break
     reward = attempt.last.reward if attempt.last else (None if error else 0.0)
@@ -241,6 +271,57 @@ async def run_episode(
         checkpoint=request.checkpoint,
         node=request.node,
         score=score,
+    )
+
+
+def _recovery_failed(exc: BaseException, error: ErrorInfo) -> ErrorInfo:
+    """The episode's error when getting ready for a retry failed (e.g. its environment
+    server would not restart): that failure, from the side it tried to bring back
+    when it is a server that failed, followed by the attempt's own error."""
+    from pytest_agentgym.servers.process import ServerError
+
+    where = error.where if isinstance(exc, ServerError) else classify(exc)
+    return ErrorInfo(
+        type(exc).__name__,
+        f"{' '.join(str(exc).split())}; so the episode was not retried after its attempt "
+        f"failed with {error.type}: {error.message}",
+        where,  # type: ignore[arg-type]
+    )
+
+
+def _budget_ran_out(
+    request: EpisodeRequest, attempt: _Attempt, model: ChatModel
+) -> tuple[StopReason, ErrorInfo | None]:
+    """What it means that the episode's budget ran out, by what the attempt was waiting on."""
+    budget = request.limits.timeout_s
+    now = time.monotonic()
+    pending = attempt.env_requests.oldest()
+    if pending is not None:
+        return "error", ErrorInfo(
+            "EnvTimeout",
+            f"{pending.describe()}: no answer after {now - pending.sent_at:.1f} s, when the "
+            f"episode budget of {budget:g} s ran out (the per-request timeout, "
+            f"envs.{request.spec.name}.request_timeout, is {request.spec.request_timeout:g} s); "
+            "is the server stuck? its log may say why",
+            "env",
+        )
+    if attempt.turns:
+        return "timeout", None  # the budget ran out mid-episode: a policy outcome
+    if attempt.model_asked_at is not None:
+        endpoint = getattr(model, "base_url", None)
+        where = f"model endpoint {endpoint} (model {model.name})" if endpoint else f"model {model.name}"
+        return "error", ErrorInfo(
+            "EndpointTimeout",
+            f"{where}: no answer to the first round after {now - attempt.model_asked_at:.1f} s, "
+            f"when the episode budget of {budget:g} s ran out; check the model endpoint, "
+            "or raise episode_timeout if the model is only slow",
+            "model",
+        )
+    return "error", ErrorInfo(
+        "TimeoutError",
+        f"the episode budget of {budget:g} s ran out before the first round, outside any "
+        "request to the environment server or the model; raise episode_timeout",
+        "harness",
     )
 
 

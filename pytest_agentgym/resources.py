@@ -29,6 +29,7 @@ class ModelAdapter:
         self._client = client
         self._base = base_sampling
         self.name = client.model
+        self.base_url = client.base_url  # named in a first-round timeout
         self._cache: dict[tuple, Any] = {}
 
     def _sampling(self, overrides: dict[str, Any]) -> Any:

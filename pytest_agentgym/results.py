@@ -20,7 +20,7 @@ SCHEMA_VERSION = 1
 ErrorSource = Literal["env", "model", "harness"]
 
 #: Why an episode's loop ended.
-StopReason = Literal["done", "max_rounds", "timeout", "error"]
+StopReason = Literal["done", "max_rounds", "timeout", "context_length", "error"]
 
 #: The episode's verdict, the same in pytest, junit, the report and NATS:
 #: ``passed`` (it succeeded by its environment's rule, or met the suite's

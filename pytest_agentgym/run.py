@@ -193,6 +193,7 @@ class EvaluationRun:
         if self._began:
             return
         self._began = True
+        self._open_log()
         chosen = self.resources.endpoint_or_error()
         self.resources.start_envs(env_names)
         for name in env_names:
@@ -202,6 +203,33 @@ class EvaluationRun:
         if chosen is not None:  # else every episode becomes an error record (see submit)
             self.resources.start_engine(self._adapters, concurrency=self.settings.concurrency if self._prefetch else 1,
                                         on_finished=self._episode_finished)
+
+    def _open_log(self) -> None:
+        """The plugin's own log (failed attempts with their tracebacks, server starts) goes
+        to logs/harness.log (a worker's to harness-<id>.log), not to pytest's captured logs,
+        so the terminal keeps to a few lines per error."""
+        import logging
+
+        name = "harness.log" if self.worker is None else f"harness-{self.worker.get('workerid', 'worker')}.log"
+        self.run_dir.logs.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(self.run_dir.logs / name, encoding="utf-8", delay=True)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logger = logging.getLogger("pytest_agentgym")
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+        self._log_handler = handler
+
+    def _close_log(self) -> None:
+        import logging
+
+        handler = getattr(self, "_log_handler", None)
+        if handler is not None:
+            logger = logging.getLogger("pytest_agentgym")
+            logger.removeHandler(handler)
+            logger.propagate = True
+            handler.close()
+            self._log_handler = None
 
     def _open_records(self, chosen: Any, env_names: Sequence[str]) -> None:
         from pytest_agentgym import fingerprint
@@ -495,6 +523,7 @@ class EvaluationRun:
         """Last resort at unconfigure: nothing may outlive the run."""
         self.resources.close_publisher(timeout=2.0)
         self.resources.stop()
+        self._close_log()
 
     # -- the terminal summary -------------------------------------------------------------------
 

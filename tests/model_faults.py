@@ -3,7 +3,8 @@
 Each ``POST .../chat/completions`` takes the next :class:`Act` from a script
 (the last one repeats when the script runs out): answer normally, answer with
 a status (500, 429 with Retry-After, 400 with a context-length message), answer
-slowly, accept the request and never answer, or drop the connection. Health
+slowly, accept the request and never answer, drop the connection, or answer
+with raw bytes under any status and content type (a 200 whose JSON is broken). Health
 routes answer what an OpenAI server (``/v1/models``), a TensorZero gateway
 (``/status``), Ollama (``/api/tags``) and vLLM (``/health``) answer.
 
@@ -24,14 +25,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests",
-            500: "Internal Server Error", 503: "Service Unavailable"}
+            500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}
 
 
 @dataclass(frozen=True)
 class Act:
     """What the server does with one chat request."""
 
-    kind: str = "ok"  # ok | status | hang | drop
+    kind: str = "ok"  # ok | status | hang | drop | raw
     status: int = 200
     body: Any = None
     headers: tuple[tuple[str, str], ...] = ()
@@ -56,6 +57,11 @@ def context_too_long() -> Act:
     return status(400, "This model's maximum context length is 256 tokens. However, you requested "
                        "1024 tokens (1000 in the messages, 24 in the completion). Please reduce the "
                        "length of the messages or completion.")
+
+
+def raw(body: bytes, *, code: int = 200, content_type: str = "application/json") -> Act:
+    """Answer ``code`` with exactly ``body`` under ``content_type``."""
+    return Act("raw", status=code, body=body, headers=(("Content-Type", content_type),))
 
 
 def hang() -> Act:
@@ -199,6 +205,8 @@ class FakeEndpoint:
             return
         if act.kind == "status":
             return self._write(writer, act.status, act.body, act.headers)
+        if act.kind == "raw":
+            return self._write_bytes(writer, act.status, act.body, act.headers)
         return self._write(writer, 200, self._completion(request, act))
 
     def _completion(self, request: Seen, act: Act) -> dict[str, Any]:
@@ -212,11 +220,16 @@ class FakeEndpoint:
             body["usage"] = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
         return body
 
-    @staticmethod
-    def _write(writer: asyncio.StreamWriter, code: int, payload: Any,
+    @classmethod
+    def _write(cls, writer: asyncio.StreamWriter, code: int, payload: Any,
                headers: tuple[tuple[str, str], ...] = ()) -> None:
-        data = json.dumps(payload).encode()
-        head = [f"HTTP/1.1 {code} {_REASONS.get(code, 'Status')}", "Content-Type: application/json",
-                f"Content-Length: {len(data)}", "Connection: close"]
+        cls._write_bytes(writer, code, json.dumps(payload).encode(),
+                         (("Content-Type", "application/json"), *headers))
+
+    @staticmethod
+    def _write_bytes(writer: asyncio.StreamWriter, code: int, data: bytes,
+                     headers: tuple[tuple[str, str], ...]) -> None:
+        head = [f"HTTP/1.1 {code} {_REASONS.get(code, 'Status')}", f"Content-Length: {len(data)}",
+                "Connection: close"]
         head += [f"{name}: {value}" for name, value in headers]
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data)

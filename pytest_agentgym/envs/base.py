@@ -11,6 +11,8 @@ configs/envs.yaml, so users can change them without code.
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -64,6 +66,59 @@ class StepResult:
     reward: float
     done: bool
     score: float | None = None
+
+
+# -- reading numbers and flags out of an answer -----------------------------------------
+
+
+def _as_json(value: Any) -> str:
+    """How the server wrote ``value``: ``NaN``, ``Infinity``, ``"1"``, ``true``."""
+    try:
+        return json.dumps(value)[:80]
+    except (TypeError, ValueError):
+        return repr(value)[:80]
+
+
+def finite_number(body: dict[str, Any], key: str, where: str) -> float:
+    """``body[key]`` as a float; it must be a finite JSON number (not NaN or
+    Infinity, which Python's json accepts, not a string, not a boolean), else
+    ``ValueError`` naming ``where`` (e.g. ``Maze /step``), the field and the value."""
+    value = body[key]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except OverflowError:
+            number = math.inf
+        if math.isfinite(number):
+            return number
+    raise ValueError(f"{where} answered {key!r}: {_as_json(value)}, which is not a finite number")
+
+
+def json_boolean(body: dict[str, Any], key: str, where: str) -> bool:
+    """``body[key]``, which must be a JSON ``true`` or ``false``, else ``ValueError``."""
+    value = body[key]
+    if isinstance(value, bool):
+        return value
+    raise ValueError(f"{where} answered {key!r}: {_as_json(value)}, which is not a JSON boolean")
+
+
+#: Fields that AgentGym servers send as numbers, or as a flag, in their answers.
+NUMBER_FIELDS = ("reward", "score")
+FLAG_FIELDS = ("done",)
+
+
+def check_fields(body: Any, where: str) -> None:
+    """Raise ``ValueError`` when a dict answer carries ``reward``/``score`` that are not
+    finite numbers or ``done`` that is not a boolean (e.g. the reset answers of
+    BabyAI and SciWorld, which carry all three)."""
+    if not isinstance(body, dict):
+        return
+    for key in NUMBER_FIELDS:
+        if key in body:
+            finite_number(body, key, where)
+    for key in FLAG_FIELDS:
+        if key in body:
+            json_boolean(body, key, where)
 
 
 class EnvAdapter:
@@ -127,11 +182,13 @@ class EnvAdapter:
 
     async def reset_and_observe(self, client: EnvClient, env_id: int, task_index: int) -> str:
         """``POST /reset`` to ``task_index``; the first observation, read by
-        :meth:`first_observation` (a malformed answer is :class:`EnvBadResponse`)."""
+        :meth:`first_observation`. A malformed answer, or one whose reward, score or
+        done is present but not a finite number / a boolean, is :class:`EnvBadResponse`."""
         body = await client.reset(env_id, self.reset_payload(task_index))
         try:
+            check_fields(body, f"{self.name} /reset")
             return self.first_observation(body)
-        except TypeError as exc:
+        except (TypeError, ValueError) as exc:
             raise EnvBadResponse(
                 str(exc), url=client.base_url, endpoint="/reset", env=client.env, env_id=env_id
             ) from exc
@@ -152,7 +209,8 @@ class EnvAdapter:
         """Read ``POST /step``'s answer (id dialect: observation, reward, done, maybe score).
 
         The step's reward is the field named by :attr:`reward_from`, which must
-        be present; ``score`` is kept when the server sends one.
+        be present; ``score`` is kept when the server sends one. Rewards and
+        scores must be finite numbers and ``done`` a boolean (``ValueError``).
         """
         required = {"observation", "done", self.reward_from}
         if not isinstance(body, dict) or not required <= body.keys():
@@ -160,11 +218,12 @@ class EnvAdapter:
                 f"{self.name} /step should answer {{{', '.join(sorted(required))}}}, "
                 f"got {body!r:.200}"
             )
+        where = f"{self.name} /step"
         return StepResult(
             observation=str(body["observation"]),
-            reward=float(body[self.reward_from]),
-            done=bool(body["done"]),
-            score=float(body["score"]) if body.get("score") is not None else None,
+            reward=finite_number(body, self.reward_from, where),
+            done=json_boolean(body, "done", where),
+            score=finite_number(body, "score", where) if body.get("score") is not None else None,
         )
 
 

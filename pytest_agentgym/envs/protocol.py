@@ -28,6 +28,10 @@ no answer in time           :class:`EnvTimeout`
 
 HTTP 503 is retried a few times (the original WebShop and SQLGym clients retry
 it five times) before it is reported.
+
+Every request is listed, while it is in flight, in the
+:class:`~pytest_agentgym.envs.watch.RequestWatch` of whoever opened
+:func:`~pytest_agentgym.envs.watch.watch_requests` around the work.
 """
 
 from __future__ import annotations
@@ -37,8 +41,13 @@ from typing import Any, Literal
 
 import httpx
 
+from pytest_agentgym.envs.watch import in_flight
+
 Dialect = Literal["id", "env_idx"]
 _DIALECTS = ("id", "env_idx")
+
+#: Seconds one request to an environment server may take (envs.<Name>.request_timeout).
+DEFAULT_REQUEST_TIMEOUT = 60.0
 
 
 class EnvServerError(Exception):
@@ -145,7 +154,7 @@ class EnvClient:
         *,
         env: str,
         dialect: Dialect = "id",
-        timeout: float = 300.0,
+        timeout: float = DEFAULT_REQUEST_TIMEOUT,
         retries_503: int = 4,
         retry_delay: float = 0.1,
         transport: httpx.AsyncBaseTransport | None = None,
@@ -251,6 +260,11 @@ class EnvClient:
     ) -> Any:
         """Send one request and return the decoded JSON answer, or raise a typed error."""
         ctx = {"url": self.base_url, "endpoint": endpoint, "env": self.env, "env_id": env_id}
+        with in_flight(ctx):
+            return await self._exchange(method, endpoint, json, params, ctx)
+
+    async def _exchange(self, method: str, endpoint: str, json: Any,
+                        params: dict[str, Any] | None, ctx: dict[str, Any]) -> Any:
         for attempt in range(self.retries_503 + 1):
             response = await self._send(method, endpoint, json, params, ctx)
             if response.status_code != 503 or attempt == self.retries_503:
@@ -290,8 +304,9 @@ class EnvClient:
         except httpx.TimeoutException as exc:
             phase = "connecting" if isinstance(exc, httpx.ConnectTimeout) else "waiting"
             raise EnvTimeout(
-                f"no answer within {self.timeout:g} s ({phase}, {type(exc).__name__}); "
-                "is the server overloaded or stuck? its log may say why",
+                f"no answer within {self.timeout:g} s ({phase}, {type(exc).__name__}), the "
+                "per-request timeout; is the server overloaded or stuck? its log may say why; "
+                f"if it is only slow, raise envs.{self.env}.request_timeout",
                 **ctx,
             ) from exc
         except httpx.ConnectError as exc:
@@ -324,5 +339,6 @@ def _is_int(value: Any) -> bool:
 
 
 def _short(value: Any, limit: int = 200) -> str:
-    text = value if isinstance(value, str) else repr(value)
+    """``value`` as one line (whitespace runs collapsed), cut to ``limit`` characters."""
+    text = " ".join((value if isinstance(value, str) else repr(value)).split())
     return text if len(text) <= limit else text[:limit] + "..."

@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 import yaml
 
+from pytest_agentgym.envs.protocol import DEFAULT_REQUEST_TIMEOUT
+
 Category = Literal["lightweight", "moderate", "heavy"]
 _CATEGORIES = ("lightweight", "moderate", "heavy")
 _DIALECTS = ("id", "env_idx")
@@ -68,6 +70,14 @@ class EnvSpec:
     url: str | None = None
     #: How long to wait for the server's health, in seconds.
     startup_timeout: float = 60.0
+    #: Seconds one request to the server may take before it is ``env:EnvTimeout``
+    #: (separate from the model's request timeout and the episode's budget).
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+    #: How many times a spawned server is started before giving up, when it exits
+    #: or never gets healthy during start-up; waits ``start_backoff * 2**(n-1)``
+    #: seconds before attempt n+1.
+    start_attempts: int = 3
+    start_backoff: float = 1.0
     description: str = ""
     #: The task indices that exist: "0-24", or "0-" when any index from 0 up is a task.
     tasks: str = "0-"
@@ -110,9 +120,14 @@ def spec_from_mapping(name: str, data: dict[str, Any], source: str) -> EnvSpec:
         )
     if data.get("dialect", "id") not in _DIALECTS:
         raise EnvConfigError(f"{where}.dialect is {data['dialect']!r}; use 'id' or 'env_idx'")
-    for key in ("port", "max_rounds"):
-        if key in data and (not isinstance(data[key], int) or data[key] <= 0):
+    for key in ("port", "max_rounds", "start_attempts"):
+        if key in data and (not _is_number(data[key], int) or data[key] <= 0):
             raise EnvConfigError(f"{where}.{key} must be a positive integer, got {data[key]!r}")
+    for key in ("startup_timeout", "request_timeout", "start_backoff"):
+        if key in data and (not _is_number(data[key], (int, float)) or data[key] <= 0):
+            raise EnvConfigError(
+                f"{where}.{key} must be a positive number of seconds, got {data[key]!r}"
+            )
     values = dict(data)
     if "tasks" in values:
         values["tasks"] = str(values["tasks"]).replace(" ", "")
@@ -138,6 +153,9 @@ def _reward_range(value: Any, where: str) -> tuple[float, float]:
             f"(e.g. reward_range: [0, 1]), got {value!r}"
         )
     return float(numbers[0]), float(numbers[1])
+def _is_number(value: Any, kinds: type | tuple[type, ...]) -> bool:
+    """A YAML number of ``kinds`` (``true``/``false`` load as bool, which is not one)."""
+    return isinstance(value, kinds) and not isinstance(value, bool)
 
 
 def load_specs(path: str | Path) -> dict[str, EnvSpec]:

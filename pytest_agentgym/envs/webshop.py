@@ -23,6 +23,8 @@ from pytest_agentgym.envs.base import (
     EnvAdapter,
     Opening,
     StepResult,
+    finite_number,
+    json_boolean,
 )
 from pytest_agentgym.envs.protocol import EnvBadResponse, EnvClient
 
@@ -38,15 +40,17 @@ def read_pair(body: Any, env: str) -> str:
 
 
 def read_state_step(body: Any, env: str) -> StepResult:
-    """An env_idx ``/step`` answer, ``{"state", "reward", "done", "info"}``."""
+    """An env_idx ``/step`` answer, ``{"state", "reward", "done", "info"}``; the reward
+    must be a finite number and done a boolean (``ValueError`` otherwise)."""
     if not isinstance(body, dict) or not {"state", "reward", "done"} <= body.keys():
         raise TypeError(
             f'{env} /step should answer {{"state", "reward", "done", "info"}}, got {body!r:.200}'
         )
+    where = f"{env} /step"
     return StepResult(
         observation=str(body["state"]),
-        reward=float(body["reward"]),
-        done=bool(body["done"]),
+        reward=finite_number(body, "reward", where),
+        done=json_boolean(body, "done", where),
     )
 
 

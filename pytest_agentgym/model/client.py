@@ -10,13 +10,18 @@ the records are exact:
 * connection errors, HTTP 5xx and HTTP 429 are retried up to ``retries`` times
   with exponential backoff; a 429's ``Retry-After`` is honoured, but a wait that
   would overrun the turn budget ends the turn at once;
-* other HTTP 4xx answers (bad request, context too long, unknown model, bad
-  key) are not retried;
+* other HTTP 4xx answers (bad request, unknown model, bad key) are not
+  retried (:class:`RequestRejected`); one that says the prompt is longer than
+  the model's context is :class:`ContextLengthExceeded`, and so is a 5xx that
+  says so (TensorZero wraps a provider's 400 in a 502);
 * a call that times out is not retried either: the endpoint was reachable and
-  busy, and a repeat would only spend the budget again.
+  busy, and a repeat would only spend the budget again;
+* a 2xx answer that is not JSON, or not a chat completion, is
+  :class:`EndpointBadResponse`.
 
-Every failure is a :class:`ModelError` subclass naming the endpoint URL and the
-model, and carries the :class:`CallRecord` of the attempts made so far.
+Every failure is a :class:`ModelError` subclass (model/errors.py) naming the
+endpoint URL and the model, and carries the :class:`CallRecord` of the attempts
+made so far.
 
 The API key is read from the environment variable *named* by ``api_key_env``
 and handed to the SDK; this module never prints, logs or keeps it.
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import os
 import random
 import time
@@ -35,7 +41,23 @@ from urllib.parse import parse_qsl
 
 import httpx
 
-from pytest_agentgym.redact import redact_url
+from pytest_agentgym.model.errors import (  # re-exported: the client's errors
+    ContextLengthExceeded,
+    EndpointBadResponse,
+    EndpointDown,
+    EndpointTimeout,
+    ModelError,
+    RequestRejected,
+    context_too_long,
+    one_line,
+    server_message,
+)
+
+__all__ = [
+    "CallRecord", "ContextLengthExceeded", "EndpointBadResponse", "EndpointClient", "EndpointDown",
+    "EndpointTimeout", "ModelError", "ModelReply", "RequestRejected", "RetryPolicy", "Sampling",
+    "read_api_key", "reject_unknown_keys",
+]
 
 #: What the SDK is given when the endpoint needs no key (vLLM, Ollama, reference).
 PLACEHOLDER_API_KEY = "EMPTY"
@@ -81,42 +103,6 @@ class ModelReply:
     @property
     def completion_tokens(self) -> int | None:
         return self.record.completion_tokens
-
-
-# --------------------------------------------------------------------------- errors
-
-
-class ModelError(Exception):
-    """A model call failed. Always an infrastructure error, never a policy failure."""
-
-    def __init__(self, message: str, *, url: str, model: str, record: CallRecord | None = None) -> None:
-        self.detail = message
-        self.url = url
-        self.model = model
-        self.record = record
-        super().__init__(f"model endpoint {redact_url(url)} (model {model}): {message}")
-
-
-class EndpointDown(ModelError):
-    """No connection could be made, or the endpoint kept answering 5xx or 429."""
-
-
-class RequestRejected(ModelError):
-    """The endpoint refused the request with a 4xx status (not 429), e.g. a context
-    that is too long, an unknown model or a bad key. Retrying cannot help."""
-
-    def __init__(self, message: str, *, status_code: int, server_message: str, **kwargs: Any) -> None:
-        self.status_code = status_code
-        self.server_message = server_message
-        super().__init__(message, **kwargs)
-
-
-class EndpointTimeout(ModelError):
-    """A call, or the whole per-turn budget, ran out of time."""
-
-
-class EndpointBadResponse(ModelError):
-    """The endpoint answered 2xx, but not with a chat completion (no choices)."""
 
 
 # --------------------------------------------------------------------------- settings
@@ -215,13 +201,13 @@ class _Attempts:
     count: int = 0
     reasons: list[str] = field(default_factory=list)
 
-    def record(self, usage: Any = None) -> CallRecord:
+    def record(self, prompt_tokens: int | None = None, completion_tokens: int | None = None) -> CallRecord:
         return CallRecord(
             latency_s=time.monotonic() - self.started,
             attempts=self.count,
             retry_reasons=tuple(self.reasons),
-            prompt_tokens=getattr(usage, "prompt_tokens", None) if usage is not None else None,
-            completion_tokens=getattr(usage, "completion_tokens", None) if usage is not None else None,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
         )
 
 
@@ -314,7 +300,7 @@ class EndpointClient:
             call_timeout = min(self.request_timeout, remaining)
             state.count += 1
             try:
-                completion = await self._sdk.chat.completions.create(
+                raw = await self._sdk.chat.completions.with_raw_response.create(
                     model=self.model, messages=list(messages), timeout=call_timeout, **params,
                 )
             except openai.APITimeoutError:
@@ -335,18 +321,14 @@ class EndpointClient:
                     reason = (f"HTTP 429 (Retry-After {retry_after:.1f} s)" if retry_after is not None
                               else "HTTP 429")
                     wait = retry_after
-                elif status >= 500:
-                    detail = _server_message(exc)
+                elif status >= 500 and not context_too_long(exc):
+                    detail = server_message(exc)
                     reason = f"HTTP {status}: {detail[:200]}" if detail else f"HTTP {status}"
                     wait = None
                 else:
-                    server_message = _server_message(exc)
-                    raise RequestRejected(
-                        f"request rejected with HTTP {status}: {server_message}",
-                        status_code=status, server_message=server_message,
-                        url=self.base_url, model=self.model, record=state.record()) from None
+                    raise self._rejected(exc, state) from None
             else:
-                return self._reply(completion, state)
+                return self._reply(raw.http_response, state)
 
             # a retryable failure: retry, or give up with EndpointDown / EndpointTimeout
             retry_number = len(state.reasons) + 1
@@ -369,19 +351,49 @@ class EndpointClient:
             state.reasons.append(reason)
             await asyncio.sleep(wait)
 
-    def _reply(self, completion: Any, state: _Attempts) -> ModelReply:
-        choices = getattr(completion, "choices", None) or []
-        if not choices:
-            raise EndpointBadResponse("the answer has no choices; is this an OpenAI-compatible "
-                                      "chat completions endpoint?", url=self.base_url, model=self.model,
-                                      record=state.record())
-        choice = choices[0]
-        content = getattr(choice.message, "content", None)
+    def _rejected(self, exc: Any, state: _Attempts) -> RequestRejected:
+        """The error for a refused request: :class:`ContextLengthExceeded` when the
+        server says the prompt is too long, else :class:`RequestRejected`."""
+        status, text = exc.status_code, server_message(exc)
+        if context_too_long(exc):
+            return ContextLengthExceeded(
+                f"the conversation no longer fits the model's context (HTTP {status}: "
+                f"{text})", status_code=status, server_message=text,
+                url=self.base_url, model=self.model, record=state.record())
+        return RequestRejected(
+            f"request rejected with HTTP {status}: {text}",
+            status_code=status, server_message=text,
+            url=self.base_url, model=self.model, record=state.record())
+
+    def _reply(self, response: httpx.Response, state: _Attempts) -> ModelReply:
+        """Read a 2xx answer as a chat completion, or raise :class:`EndpointBadResponse`."""
+
+        def bad(problem: str) -> EndpointBadResponse:
+            kind = response.headers.get("content-type", "no content-type")
+            return EndpointBadResponse(
+                f"HTTP {response.status_code} ({kind}) {problem}: {one_line(response.text)[:200]!r}; "
+                "is this an OpenAI-compatible chat completions endpoint?",
+                url=self.base_url, model=self.model, record=state.record())
+
+        try:
+            body = json.loads(response.content)
+        except ValueError:  # JSONDecodeError, UnicodeDecodeError
+            raise bad("body is not JSON") from None
+        choices = body.get("choices") if isinstance(body, dict) else None
+        if not isinstance(choices, list) or not choices:
+            raise bad("answer has no choices")
+        choice = choices[0] if isinstance(choices[0], dict) else {}
+        message = choice.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(message, dict) or not isinstance(content, (str, type(None))):
+            raise bad("answer has no choices[0].message with text content")
+        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        finish, model = choice.get("finish_reason"), body.get("model")
         return ModelReply(
             text=content or "",
-            record=state.record(getattr(completion, "usage", None)),
-            finish_reason=getattr(choice, "finish_reason", None),
-            model=getattr(completion, "model", None),
+            record=state.record(_token(usage, "prompt_tokens"), _token(usage, "completion_tokens")),
+            finish_reason=finish if isinstance(finish, str) else None,
+            model=model if isinstance(model, str) else None,
         )
 
     @staticmethod
@@ -420,23 +432,7 @@ def _retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def _server_message(exc: Any) -> str:
-    """The server's own error text: OpenAI-style ``{"error": {"message"}}``,
-    ``{"message"}``, ``{"detail"}``, ``{"error": "..."}``, or the raw body."""
-    body = getattr(exc, "body", None)  # the SDK already unwraps {"error": ...}
-    if isinstance(body, str) and body:
-        return body[:500]
-    if isinstance(body, Mapping):
-        inner = body.get("error", body)
-        if isinstance(inner, Mapping):
-            for key in ("message", "detail"):
-                if inner.get(key):
-                    return str(inner[key])
-        elif isinstance(inner, str) and inner:
-            return inner
-        for key in ("message", "detail"):
-            if body.get(key):
-                return str(body[key])
-    response = getattr(exc, "response", None)
-    text = getattr(response, "text", "") if response is not None else ""
-    return (text or str(exc))[:500]
+def _token(usage: Mapping[str, Any], key: str) -> int | None:
+    """A token count from ``usage``; None when it is missing or not an integer."""
+    value = usage.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

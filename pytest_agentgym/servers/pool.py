@@ -9,23 +9,36 @@ command when it is on PATH, else nothing (the plan says what to do).
 :class:`~pytest_agentgym.servers.process.ManagedServer` per environment, on
 first use; it also attaches when something already answers on an
 environment's configured port, and restarts a spawned server that died.
+A spawned server that exits or never gets healthy while starting is started
+again, up to ``EnvSpec.start_attempts`` times with exponential back-off
+(``start_backoff`` seconds, doubling), each attempt logged; only then is the
+:class:`~pytest_agentgym.servers.process.ServerStartError` raised.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import logging
 import shlex
 import shutil
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Literal, Mapping
 
 from pytest_agentgym.envs.spec import EnvSpec
-from pytest_agentgym.servers.health import DEFAULT_HOST, build_argv, free_port, probe
-from pytest_agentgym.servers.process import ManagedServer, ServerError
+from pytest_agentgym.servers.health import DEFAULT_HOST, build_argv, describe_exit, free_port, probe
+from pytest_agentgym.servers.process import (
+    ManagedServer,
+    ServerCommandError,
+    ServerError,
+    ServerStartError,
+)
+
+log = logging.getLogger("pytest_agentgym.servers")
 
 
 class ServerUnavailable(ServerError):
@@ -145,22 +158,77 @@ class ServerPool:
                              log_path=self.log_dir / f"{spec.name}-{port}.log", **common)
 
     def start(self, env: str) -> ManagedServer:
-        """The running server of ``env``, started (or attached) on first call."""
+        """The running server of ``env``, started (or attached) on first call.
+
+        A start that failed is not remembered: the next call tries again.
+        """
         with self._lock:
             server = self._servers.get(env)
             if server is None:
-                server = self._make(self._spec(env))
-                server.start()
+                spec = self._spec(env)
+                server = self._start_with_backoff(spec, self._make(spec))
                 self._servers[env] = server
             return server
+
+    def _start_with_backoff(self, spec: EnvSpec, server: ManagedServer) -> ManagedServer:
+        """Start ``server``; a spawned one that exits or never answers is started again
+        (same port) up to ``spec.start_attempts`` times, waiting ``spec.start_backoff``
+        seconds, doubling, in between."""
+        attempts = 1 if server.attached else max(1, spec.start_attempts)
+        waits: list[float] = []
+        for attempt in range(1, attempts + 1):
+            try:
+                return server.start()
+            except ServerCommandError:
+                raise  # the command cannot run at all: starting it again cannot help
+            except ServerStartError as exc:
+                last = exc
+                if attempt == attempts:
+                    break
+                waits.append(spec.start_backoff * 2 ** (attempt - 1))
+                self._log_attempt(server, attempt, attempts, exc, waits[-1])
+                time.sleep(waits[-1])  # back-off before the next start
+        self._log_attempt(server, attempts, attempts, last, None)
+        if server.attached:
+            raise last  # one line already: nothing was started here
+        raise ServerStartError(
+            self._gave_up(server, attempts, waits, last),
+            exit_code=last.exit_code, log_tail=last.log_tail, attempts=attempts,
+        ) from last
+
+    @staticmethod
+    def _why(server: ManagedServer, exc: ServerStartError) -> str:
+        if exc.exit_code is not None:
+            return f"{describe_exit(exc.exit_code)} before it answered"
+        return f"did not answer at {server.url} within {server.startup_timeout:g} s"
+
+    def _log_attempt(self, server: ManagedServer, attempt: int, attempts: int,
+                     exc: ServerStartError, wait: float | None) -> None:
+        then = f"; next attempt in {wait:g} s" if wait is not None else "; giving up"
+        line = f"start attempt {attempt} of {attempts} failed: it {self._why(server, exc)}{then}"
+        server.note(line)
+        log.warning("%s: %s (log: %s)", server.label, line, server.log_path)
+
+    def _gave_up(self, server: ManagedServer, attempts: int, waits: list[float],
+                 last: ServerStartError) -> str:
+        """One paragraph: how many attempts, why the last failed, the command, the log."""
+        tail = " | ".join(line.strip() for line in last.log_tail.splitlines()[-5:] if line.strip())
+        tries = (f"{attempts} attempts (waiting {', '.join(f'{w:g} s' for w in waits)} between "
+                 "them); the last one" if waits else "1 attempt; it")
+        return (
+            f"{server.label} did not start after {tries} {self._why(server, last)}; "
+            f"command: `{shlex.join(server.argv or [])}`; its log: {server.log_path}"
+            + (f"; last lines: {tail}" if tail else "")
+        )
 
     def base_url(self, env: str) -> str:
         """The URL the protocol client uses for ``env`` (server URL + path prefix)."""
         return self._spec(env).base_url(self.start(env).url)
 
     def ensure(self, env: str) -> ManagedServer:
-        """Like :meth:`start`, but a spawned server that has died is restarted
-        (same port); an attached one that stopped answering is an error."""
+        """Like :meth:`start` (which also starts a server whose earlier start failed),
+        but a spawned server that has died is restarted on its port, with the same
+        back-off; an attached one that stopped answering is an error."""
         with self._lock:
             server = self.start(env)
             if server.is_alive():
@@ -170,11 +238,18 @@ class ServerPool:
                     f"environment server {env} at {server.url} stopped answering; it is attached, "
                     "not started here: restart it where it runs"
                 )
-            return server.restart()
+            return self.restart(env)
 
     def restart(self, env: str) -> ManagedServer:
+        """Stop ``env``'s spawned server and start it again on its port (with back-off)."""
         with self._lock:
-            return self.start(env).restart() if env in self._servers else self.start(env)
+            if env not in self._servers:
+                return self.start(env)
+            server = self._servers[env]
+            if server.attached:
+                return server.restart()  # refuses, saying why
+            server.stop()
+            return self._start_with_backoff(self._spec(env), server)
 
     def stop_all(self) -> None:
         with self._lock:

@@ -48,7 +48,7 @@ from pytest_agentgym.servers.health import (
     server_url,
 )
 
-__all__ = ["ManagedServer", "POLL_INTERVAL", "ServerError", "ServerStartError"]
+__all__ = ["ManagedServer", "POLL_INTERVAL", "ServerCommandError", "ServerError", "ServerStartError"]
 
 POLL_INTERVAL = 0.05  # seconds between health probes while waiting
 
@@ -62,12 +62,20 @@ class ServerError(RuntimeError):
 
 
 class ServerStartError(ServerError):
-    """A server did not become healthy; ``exit_code`` is set when its process died."""
+    """A server did not become healthy; ``exit_code`` is set when its process died,
+    ``attempts`` says how many starts were tried."""
 
-    def __init__(self, message: str, *, exit_code: int | None = None, log_tail: str = "") -> None:
+    def __init__(self, message: str, *, exit_code: int | None = None, log_tail: str = "",
+                 attempts: int = 1) -> None:
         self.exit_code = exit_code
         self.log_tail = log_tail
-        super().__init__(message)
+        self.attempts = attempts
+        super().__init__(message)  # pickles whole: the keywords have defaults, the state is kept
+
+
+class ServerCommandError(ServerStartError):
+    """The server's command could not be run at all (not found, not executable);
+    starting it again cannot help."""
 
 
 # -- spawning: a death signal, from a thread that lives as long as the process -------
@@ -255,7 +263,7 @@ class ManagedServer:
                     stderr=subprocess.STDOUT, start_new_session=True, env=env, cwd=self.cwd,
                 )
             except OSError as exc:
-                raise ServerStartError(
+                raise ServerCommandError(
                     f"{self.label}: cannot run `{shlex.join(argv)}`: {exc}; {self.advice.cannot_run}"
                 ) from exc
         _live.add(self)
@@ -338,6 +346,14 @@ class ManagedServer:
                 self._last_exit = code
             return code
         return self._last_exit
+
+    def note(self, text: str) -> None:
+        """Append a ``--- HH:MM:SS <text>`` line to the log of a spawned server."""
+        if self.log_path is None:
+            return
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            log.write(f"--- {time.strftime('%H:%M:%S')} {text}\n".encode())
 
     def log_tail(self, lines: int = 30) -> str:
         if self.log_path is None or not self.log_path.exists():
