@@ -415,3 +415,44 @@ def test_a_full_disk_stops_the_run_cleanly_and_it_resumes_once_there_is_room(pyt
     records = episodes(pytester, "full")
     assert len({(r["task_index"], r["repeat"]) for r in records}) == 100 == len(records)
     assert run_json(pytester, "full")["status"] == "finished"
+
+
+def test_report_junit_and_nats_agree_on_an_unsolved_episode(pytester):
+    import asyncio
+
+    from model_faults import FakeEndpoint, ok
+    from nats_server import NatsServer, Subscriber
+
+    server = NatsServer(pytester.path / "nats")
+    node = make_project(pytester)
+    node.write_text(node.read_text().replace(
+        "envs: {servers: spawn}", f"envs: {{servers: spawn}}\nnats: {{url: '{server.url}'}}"))
+    suite(pytester, "maze", "environment: Maze\ntasks: 0-1\n")
+
+    async def play() -> list:
+        async with Subscriber(server.url) as subscriber:
+            with FakeEndpoint(script=[ok("Thought:\nno idea\n\nAction:\nwait")]) as fake:
+                proc = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "suites", f"--agentgym-node={node}",
+                    f"--agentgym-base-url={fake.base_url}", "--agentgym-model=fake-model",
+                    "--agentgym-run-id=agree", "--junitxml=junit.xml", cwd=pytester.path,
+                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+                output, _ = await proc.communicate()
+            await subscriber.settle()
+            assert proc.returncode == 0, output.decode()  # unsolved is not a failure of the run
+            return list(subscriber.received)
+
+    try:
+        received = asyncio.run(play())
+    finally:
+        server.stop()
+    outcomes = sorted(p["outcome"] for s, _, p in received if s == "agentgym.episode.completed.v1")
+    assert outcomes == ["unsolved", "unsolved"]
+    (status,) = [p for s, _, p in received if s == "agentgym.field.status.v1" and p["status"] != "started"]
+    assert status["status"] == "finished" and status["counts"]["unsolved"] == 2 and status["counts"]["passed"] == 0
+    assert [r["outcome"] for r in episodes(pytester, "agree")] == ["unsolved", "unsolved"]
+    assert (pytester.path / "junit.xml").read_text().count('<skipped type="pytest.xfail" message="unsolved') == 2
+    from test_report import index_of
+
+    report = (pytester.path / "reports" / "agree" / "report.html").read_text()
+    assert [row["o"] for row in index_of(report)] == ["unsolved", "unsolved"]

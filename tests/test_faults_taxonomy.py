@@ -33,7 +33,7 @@ from pytest_agentgym.model.client import (
     Sampling,
 )
 from pytest_agentgym.results import EpisodeRecord
-from pytest_agentgym.run import ModelAdapter
+from pytest_agentgym.resources import ModelAdapter
 from pytest_agentgym.servers.process import ManagedServer, ServerStartError
 
 pytestmark = pytest.mark.faults

@@ -19,7 +19,7 @@ from pytest_agentgym.envs.protocol import EnvClient
 from pytest_agentgym.envs.spec import EnvSpec
 from pytest_agentgym.episode import EpisodeLimits, EpisodeRequest, run_episode
 from pytest_agentgym.model.client import EndpointClient, RetryPolicy, Sampling
-from pytest_agentgym.run import ModelAdapter
+from pytest_agentgym.resources import ModelAdapter
 from pytest_agentgym.servers.health import free_port
 from pytest_agentgym.servers.pool import ServerPool
 from pytest_agentgym.servers.process import ServerStartError
