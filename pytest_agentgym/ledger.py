@@ -74,6 +74,33 @@ def settle_crashed(run_dir: RunDir) -> RunInfo | None:
     return info
 
 
+# -- what run.json says of the run's setting -----------------------------------------------------
+
+
+def git_commit() -> str | None:
+    """The commit of the working directory, when it is a git checkout."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+#: The resolved settings that run.json keeps.
+SNAPSHOT_KEYS = ("node", "envs", "tasks", "repeat", "max_rounds", "episode_timeout", "concurrency",
+                 "model", "base_url", "checkpoint", "baseline", "max_drop", "seed", "retries",
+                 "nats", "servers_mode", "node_max_rounds", "node_episode_timeout", "sampling",
+                 "max_error_rate")
+
+
+def settings_snapshot(settings: Any) -> dict[str, Any]:
+    values = {k: getattr(settings, k) for k in SNAPSHOT_KEYS}
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in values.items()} | {
+        "node_file": str(settings.node_file)}
+
+
 # -- how a run ended ---------------------------------------------------------------------
 
 
@@ -229,6 +256,33 @@ class RunLedger:
         record = self.stamp(record)
         self.run_dir.append_episode(record)
         return record
+
+    def open_log(self, worker: str | None = None) -> None:
+        """The plugin's own log (failed attempts with their tracebacks, server starts) goes
+        to logs/harness.log (a worker's to harness-<id>.log), not to pytest's captured
+        logs, so the terminal keeps to a few lines per error."""
+        import logging
+
+        name = "harness.log" if worker is None else f"harness-{worker}.log"
+        self.run_dir.logs.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(self.run_dir.logs / name, encoding="utf-8", delay=True)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logger = logging.getLogger("pytest_agentgym")
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+        self._log_handler = handler
+
+    def close_log(self) -> None:
+        import logging
+
+        handler = getattr(self, "_log_handler", None)
+        if handler is not None:
+            logger = logging.getLogger("pytest_agentgym")
+            logger.removeHandler(handler)
+            logger.propagate = True
+            handler.close()
+            self._log_handler = None
 
     def records(self) -> list[EpisodeRecord]:
         """What the run counts now: the newest generation of each episode."""

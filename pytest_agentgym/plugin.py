@@ -297,7 +297,7 @@ class _Controller:
         result = yield
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
-            from pytest_agentgym.summary import status_line
+            from pytest_agentgym.terminal import status_line
 
             line = status_line(self.harness)
             if line is not None:

@@ -123,6 +123,15 @@ class EpisodeRecord:
     def attempts(self) -> int:
         return 1 + len(self.retried)
 
+    @classmethod
+    def errored(cls, run_id: str, env: str, task_index: int, repeat: int, error: ErrorInfo, *,
+                started_at: str, model: str, **facts: Any) -> "EpisodeRecord":
+        """The record of an episode that could not be played at all (no endpoint, no
+        server, its worker died): no reward, no rounds; ``facts`` are other fields."""
+        return cls(run_id=run_id, env=env, task_index=task_index, repeat=repeat, reward=None,
+                   success=False, rounds=0, stop_reason="error", started_at=started_at,
+                   duration_s=0.0, model=model, error=error, outcome="error", **facts)
+
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["episode_id"] = self.episode_id

@@ -18,48 +18,29 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
-from pytest_agentgym.aggregate import EnvSummary, summarize
+from pytest_agentgym.aggregate import EnvSummary
 from pytest_agentgym.envs import adapter_class
 from pytest_agentgym.envs.base import EnvAdapter
 from pytest_agentgym.episode import EpisodeLimits, EpisodeRequest
-from pytest_agentgym.gates import DEFAULT_MAX_ERROR_RATE, Gate, GateVerdict, check_baseline, check_env
-from pytest_agentgym.ledger import LedgerError, RunLedger, final_status
+from pytest_agentgym.gates import GateVerdict
+from pytest_agentgym.ledger import LedgerError, RunLedger, final_status, git_commit, settings_snapshot
 from pytest_agentgym.resources import RunResources
 from pytest_agentgym.results import EpisodeRecord, ErrorInfo, RunInfo
 from pytest_agentgym.store import RunDir, point_latest
+from pytest_agentgym.verdicts import EnvPlan, judge, max_rounds_for, plan_for
+from pytest_agentgym.verdicts import counts as run_counts
 
 
 class RunAborted(RuntimeError):
     """The run cannot go on (its results cannot be written); the message says why and what to do."""
 
 
-def _git_commit() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-@dataclasses.dataclass
-class EnvPlan:
-    """What the run's suites ask of one environment."""
-
-    gates: tuple[Gate, ...] = ()
-    gate_path: str = "agentgym"
-    max_error_rate: float = DEFAULT_MAX_ERROR_RATE
-    max_rounds: int = 0
-    sampling: dict[str, Any] = dataclasses.field(default_factory=dict)
-    asserts: bool = False  # a gate or a min_reward says what a good episode is
 
 
 class EvaluationRun:
@@ -103,65 +84,22 @@ class EvaluationRun:
         return self.resources.model_settings()
 
     def header_lines(self, probe: bool) -> list[str]:
-        from pytest_agentgym.redact import redact_text
+        from pytest_agentgym.terminal import header_lines
 
-        s = self.settings
-        lines = [f"agentgym: node {s.node} ({s.node_file}), run {s.run_id}, seed {s.seed if s.seed is not None else 'none'}"]
-        if self.ledger.resuming:
-            kept = len(self.ledger.kept)
-            lines.append(f"agentgym: resuming {self.run_dir.path} as generation {self.ledger.generation}: "
-                         f"{kept} scored episode(s) kept, the missing and errored ones run again")
-        if probe:
-            chosen = self.resources.endpoint_or_error()
-            if chosen is None:
-                lines.append(f"agentgym: NO MODEL ENDPOINT, every episode will be an error: "
-                             f"{self.resources.setup_error.message}")
-            else:
-                lines.append(f"agentgym: model {chosen.model} via {chosen.kind} at {chosen.base_url}")
-                lines.extend(f"agentgym: endpoint: {note}" for note in chosen.notes)
-        else:
-            first = self.model_settings().endpoints[0]
-            lines.append(f"agentgym: model endpoint {first.describe()} (not contacted)")
-        sampling = self.resources.effective_sampling({})
-        lines.append("agentgym: sampling " + (_show_sampling(sampling) or "endpoint defaults")
-                     + " (node and --agentgym-sampling over the suites')")
-        lines.append(f"agentgym: rerun with: {s.command}")
-        return [redact_text(line) for line in lines]
+        return header_lines(self, probe)
 
     def sampling_lines(self) -> list[str]:
-        """After collection: each environment's effective sampling, and what a
-        suite asked for that the node overrode."""
-        lines = []
-        for env, plan in self.plans.items():
-            effective = self.resources.effective_sampling(plan.sampling)
-            lost = {k: v for k, v in plan.sampling.items() if effective.get(k) != v}
-            line = f"agentgym: {env}: max_rounds {plan.max_rounds}, sampling {_show_sampling(effective) or 'endpoint defaults'}"
-            if lost:
-                line += f" (the suite's {_show_sampling(lost)} overridden by the node or the command line)"
-            lines.append(line)
-        return lines
+        from pytest_agentgym.terminal import sampling_lines
+
+        return sampling_lines(self)
 
     # -- planning -------------------------------------------------------------------------
 
     def plan_suite(self, suite: Any, gate_path: str) -> EnvPlan:
         """Remember what ``suite`` asks of its environment (the first suite of an env wins)."""
-        s = self.settings
-        env = suite.environment
-        if env not in self.plans:
-            budget = next(v for v in (s.max_error_rate, suite.max_error_rate, s.node_max_error_rate,
-                                      DEFAULT_MAX_ERROR_RATE) if v is not None)
-            self.plans[env] = EnvPlan(
-                gates=suite.gates, gate_path=gate_path, max_error_rate=budget,
-                max_rounds=self.max_rounds_for(suite), sampling=dict(suite.sampling),
-                asserts=bool(suite.gates) or suite.min_reward is not None)
-        return self.plans[env]
-
-    def max_rounds_for(self, suite: Any) -> int:
-        s = self.settings
-        if s.max_rounds is not None:
-            return s.max_rounds
-        rounds = suite.max_rounds or s.spec(suite.environment).max_rounds
-        return min(rounds, s.node_max_rounds) if s.node_max_rounds else rounds
+        if suite.environment not in self.plans:
+            self.plans[suite.environment] = plan_for(suite, self.settings, gate_path)
+        return self.plans[suite.environment]
 
     def start_for_paths(self, paths: Sequence[str]) -> None:
         """xdist controller: start what the suites under ``paths`` need, before workers start."""
@@ -193,7 +131,7 @@ class EvaluationRun:
         if self._began:
             return
         self._began = True
-        self._open_log()
+        self.ledger.open_log(None if self.worker is None else self.worker.get("workerid"))
         chosen = self.resources.endpoint_or_error()
         self.resources.start_envs(env_names)
         for name in env_names:
@@ -203,33 +141,6 @@ class EvaluationRun:
         if chosen is not None:  # else every episode becomes an error record (see submit)
             self.resources.start_engine(self._adapters, concurrency=self.settings.concurrency if self._prefetch else 1,
                                         on_finished=self._episode_finished)
-
-    def _open_log(self) -> None:
-        """The plugin's own log (failed attempts with their tracebacks, server starts) goes
-        to logs/harness.log (a worker's to harness-<id>.log), not to pytest's captured logs,
-        so the terminal keeps to a few lines per error."""
-        import logging
-
-        name = "harness.log" if self.worker is None else f"harness-{self.worker.get('workerid', 'worker')}.log"
-        self.run_dir.logs.mkdir(parents=True, exist_ok=True)
-        handler = logging.FileHandler(self.run_dir.logs / name, encoding="utf-8", delay=True)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        logger = logging.getLogger("pytest_agentgym")
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-        logger.propagate = False
-        self._log_handler = handler
-
-    def _close_log(self) -> None:
-        import logging
-
-        handler = getattr(self, "_log_handler", None)
-        if handler is not None:
-            logger = logging.getLogger("pytest_agentgym")
-            logger.removeHandler(handler)
-            logger.propagate = True
-            handler.close()
-            self._log_handler = None
 
     def _open_records(self, chosen: Any, env_names: Sequence[str]) -> None:
         from pytest_agentgym import fingerprint
@@ -262,8 +173,8 @@ class EvaluationRun:
             endpoint=redact_url(chosen.base_url) if chosen else "none",
             endpoint_kind=chosen.kind if chosen else "none", environments=tuple(env_names),
             command=s.command, seed=s.seed, checkpoint=s.checkpoint,
-            settings=self._settings_snapshot(), versions=resources.versions(),
-            git_commit=_git_commit(), baseline=s.baseline, fingerprint=fp,
+            settings=settings_snapshot(s), versions=resources.versions(),
+            git_commit=git_commit(), baseline=s.baseline, fingerprint=fp,
             notes=tuple(chosen.notes) if chosen else setup_note,
         )
         info = self.ledger.begin(info)
@@ -279,15 +190,6 @@ class EvaluationRun:
 
             resources.publisher.publish(field_status(info, "started", {}))
 
-    def _settings_snapshot(self) -> dict[str, Any]:
-        s = self.settings
-        keep = ("node", "envs", "tasks", "repeat", "max_rounds", "episode_timeout", "concurrency",
-                "model", "base_url", "checkpoint", "baseline", "max_drop", "seed", "retries",
-                "nats", "servers_mode", "node_max_rounds", "node_episode_timeout", "sampling",
-                "max_error_rate")
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in
-                ((k, getattr(s, k)) for k in keep)} | {"node_file": str(s.node_file)}
-
     def worker_input(self) -> dict[str, Any]:
         return {**self.resources.worker_input(self.run_dir.path),
                 "agentgym_generation": self.ledger.generation}
@@ -299,7 +201,7 @@ class EvaluationRun:
         timeout = s.episode_timeout or suite.episode_timeout or s.node_episode_timeout
         return EpisodeRequest(
             run_id=s.run_id, spec=s.spec(suite.environment), task_index=item.task_index, repeat=item.repeat,
-            limits=EpisodeLimits(max_rounds=self.max_rounds_for(suite), timeout_s=timeout, retries=s.retries),
+            limits=EpisodeLimits(max_rounds=max_rounds_for(suite, s), timeout_s=timeout, retries=s.retries),
             min_reward=suite.min_reward, nodeid=item.nodeid, node=s.node, checkpoint=s.checkpoint,
             sampling=self.resources.effective_sampling(dict(suite.sampling)),
         )
@@ -378,14 +280,11 @@ class EvaluationRun:
             return resources.engine.submit(key, request)
         if key not in self._failed_futures:
             error = error or ErrorInfo("RuntimeError", "the engine did not start", "harness")
-            record = EpisodeRecord(
-                run_id=request.run_id, env=request.spec.name, task_index=request.task_index,
-                repeat=request.repeat, reward=None, success=False, rounds=0, stop_reason="error",
-                started_at=_now(), duration_s=0.0, model=self.info.model if self.info else "none",
-                error=error, min_reward=request.min_reward, outcome="error", nodeid=request.nodeid,
-                checkpoint=request.checkpoint, node=request.node, max_rounds=request.limits.max_rounds,
-                sampling=dict(request.sampling),
-            )
+            record = EpisodeRecord.errored(
+                request.run_id, request.spec.name, request.task_index, request.repeat, error,
+                started_at=_now(), model=self.info.model if self.info else "none", nodeid=request.nodeid,
+                node=request.node, checkpoint=request.checkpoint, min_reward=request.min_reward,
+                max_rounds=request.limits.max_rounds, sampling=dict(request.sampling))
             future: concurrent.futures.Future[EpisodeRecord] = concurrent.futures.Future()
             try:
                 future.set_result(self._episode_finished(record))
@@ -411,14 +310,12 @@ class EvaluationRun:
         if parsed is None or not self._began:
             return None
         env, task, repeat = parsed
-        record = EpisodeRecord(
-            run_id=self.settings.run_id, env=env, task_index=task, repeat=repeat, reward=None,
-            success=False, rounds=0, stop_reason="error", started_at=_now(), duration_s=0.0,
-            model=self.info.model if self.info else "none", outcome="error", nodeid=nodeid,
-            error=ErrorInfo("WorkerCrashed", f"{message}; the episode was lost with its worker "
-                            f"(see the worker's output above); resume the run to play it again", "harness"),
-            node=self.settings.node, checkpoint=self.settings.checkpoint,
-        )
+        error = ErrorInfo("WorkerCrashed", f"{message}; the episode was lost with its worker (see the "
+                          f"worker's output above); resume the run to play it again", "harness")
+        record = EpisodeRecord.errored(
+            self.settings.run_id, env, task, repeat, error, started_at=_now(), nodeid=nodeid,
+            model=self.info.model if self.info else "none", node=self.settings.node,
+            checkpoint=self.settings.checkpoint)
         try:
             return self._episode_finished(record)
         except OSError:
@@ -453,20 +350,10 @@ class EvaluationRun:
         interrupted = interrupted or self.abort_reason is not None
         self.ledger.release_reserve()  # room for the last writes, whether or not the disk is full
         records = self.ledger.records()
-        self.summaries = summarize(records, self.reward_ranges())
-        self.verdicts = self._check_gates()
+        self.summaries, self.verdicts = judge(records, self.plans, self.settings)
         self.status = "crashed" if exitstatus == 3 and not interrupted else final_status(
             records, interrupted=interrupted)
-        counts = {
-            "episodes": len(records),
-            "passed": sum(1 for r in records if r.outcome == "passed"),
-            "failed": sum(1 for r in records if r.outcome == "failed"),
-            "unsolved": sum(1 for r in records if r.outcome == "unsolved"),
-            "errors": sum(1 for r in records if r.outcome == "error"),
-            "kept": sum(1 for r in records if r.generation < self.ledger.generation),
-            "gates_failed": sum(1 for v in self.verdicts if v.outcome == "failed"),
-            "gates_errored": sum(1 for v in self.verdicts if v.outcome == "error"),
-        }
+        counts = run_counts(records, self.verdicts, self.ledger.generation)
         info = dataclasses.replace(self.info, ended_at=_now(), status=self.status, counts=counts,
                                    gates=tuple(v.to_dict() for v in self.verdicts),
                                    versions=self.resources.versions())
@@ -482,21 +369,6 @@ class EvaluationRun:
                                                    verdicts=self.verdicts)
         self.resources.stop()
         return [v for v in self.verdicts if not v.passed]
-
-    def reward_ranges(self) -> dict[str, tuple[float, float]]:
-        """Each environment's reward range as this run configured it (node overrides too)."""
-        return {name: spec.reward_range for name, spec in self.settings.env_specs.items() if spec.reward_range}
-
-    def _check_gates(self) -> list[GateVerdict]:
-        verdicts = []
-        for env, summary in self.summaries.items():
-            plan = self.plans.get(env) or EnvPlan()
-            verdicts.extend(check_env(summary, plan.gates, plan.max_error_rate))
-        if self.settings.baseline:
-            base = summarize(RunDir(self.settings.baseline).read_episodes(), self.reward_ranges())
-            for env, summary in self.summaries.items():
-                verdicts.append(check_baseline(summary, base.get(env), self.settings.max_drop))
-        return verdicts
 
     def _publish_end(self, counts: dict[str, int]) -> None:
         publisher = self.resources.publisher
@@ -523,7 +395,7 @@ class EvaluationRun:
         """Last resort at unconfigure: nothing may outlive the run."""
         self.resources.close_publisher(timeout=2.0)
         self.resources.stop()
-        self._close_log()
+        self.ledger.close_log()
 
     # -- the terminal summary -------------------------------------------------------------------
 
@@ -533,10 +405,7 @@ class EvaluationRun:
         return any(plan.asserts for plan in self.plans.values())
 
     def summary_lines(self) -> list[tuple[str, dict[str, bool]]]:
-        from pytest_agentgym.summary import summary_lines
+        from pytest_agentgym.terminal import summary_lines
 
         return summary_lines(self) if self._finished else []
 
-
-def _show_sampling(sampling: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(sampling.items()))

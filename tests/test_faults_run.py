@@ -246,21 +246,27 @@ def test_a_model_that_never_succeeds_fails_every_floor_gate_of_the_field_node(py
     assert "unsolved" in report
 
 
-def test_the_random_policy_on_the_field_node_fails_the_babyai_floor(pytester):
+@pytest.fixture(scope="module")
+def random_agent(tmp_path_factory):
+    """The reference agent's random policy as a real server. Module-scoped on purpose:
+    started outside pytester, whose sys.modules snapshot would drop the HTTP modules
+    first imported here and leave httpx unable to map httpcore's errors afterwards."""
     from pytest_agentgym.servers.health import HEALTH_ENDPOINT
     from pytest_agentgym.servers.process import ManagedServer
 
     agent = ManagedServer("reference agent", command=["{python}", "-m", "pytest_agentgym", "reference-agent",
                                                       "--host", "{host}", "--port", "{port}", "--policy", "random"],
-                          log_path=pytester.path / "agent.log", health=HEALTH_ENDPOINT,
+                          log_path=tmp_path_factory.mktemp("agent") / "agent.log", health=HEALTH_ENDPOINT,
                           label="reference agent").start()
-    try:
-        node = field_project(pytester, "the reference agent's random policy",
-                             f"{{kind: openai, url: '{agent.url}/v1', model: random}}")
-        result = run(pytester, "suites/lightweight", f"--agentgym-node={node}", "--agentgym-run-id=random",
-                     "--agentgym-envs=BabyAI", "--agentgym-concurrency=8", timeout=600)
-    finally:
-        agent.stop()
+    yield agent
+    agent.stop()
+
+
+def test_the_random_policy_on_the_field_node_fails_the_babyai_floor(pytester, random_agent):
+    node = field_project(pytester, "the reference agent's random policy",
+                         f"{{kind: openai, url: '{random_agent.url}/v1', model: random}}")
+    result = run(pytester, "suites/lightweight", f"--agentgym-node={node}", "--agentgym-run-id=random",
+                 "--agentgym-envs=BabyAI", "--agentgym-concurrency=8", timeout=600)
     assert result.ret == 1
     result.stdout.fnmatch_lines(["*using fallback openai random*",
                                  "GATE FAILED: BabyAI success_rate >= 0.45: success_rate = 0.2*"])

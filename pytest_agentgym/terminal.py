@@ -1,12 +1,62 @@
-"""The terminal summary of a finished run: a table per environment, the gate
-verdicts, warnings that change how the exit status should be read, and where
-the results are. Plain lines with their markup; the plugin writes them."""
+"""What a run prints: the header (node, model, sampling, the rerun command), the
+effective settings of each environment after collection, and at the end a table
+per environment, the gate verdicts, warnings that change how the exit status
+should be read, where the results are, and how the run ended. Plain lines (with
+their markup at the end); the plugin writes them."""
 
 from __future__ import annotations
 
 from typing import Any
 
 Line = tuple[str, dict[str, bool]]
+
+
+def show_sampling(sampling: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(sampling.items()))
+
+
+def header_lines(run: Any, probe: bool) -> list[str]:
+    """Before collection: the node, the resumed run, the model endpoint (probed unless
+    ``probe`` is false, as with --collect-only), the node's sampling, the rerun command."""
+    from pytest_agentgym.redact import redact_text
+
+    s = run.settings
+    lines = [f"agentgym: node {s.node} ({s.node_file}), run {s.run_id}, seed {s.seed if s.seed is not None else 'none'}"]
+    if run.ledger.resuming:
+        kept = len(run.ledger.kept)
+        lines.append(f"agentgym: resuming {run.run_dir.path} as generation {run.ledger.generation}: "
+                     f"{kept} scored episode(s) kept, the missing and errored ones run again")
+    if probe:
+        chosen = run.resources.endpoint_or_error()
+        if chosen is None:
+            lines.append(f"agentgym: NO MODEL ENDPOINT, every episode will be an error: "
+                         f"{run.resources.setup_error.message}")
+        else:
+            lines.append(f"agentgym: model {chosen.model} via {chosen.kind} at {chosen.base_url}")
+            lines.extend(f"agentgym: endpoint: {note}" for note in chosen.notes)
+    else:
+        first = run.model_settings().endpoints[0]
+        lines.append(f"agentgym: model endpoint {first.describe()} (not contacted)")
+    sampling = run.resources.effective_sampling({})
+    lines.append("agentgym: sampling " + (show_sampling(sampling) or "endpoint defaults")
+                 + " (node and --agentgym-sampling over the suites')")
+    lines.append(f"agentgym: rerun with: {s.command}")
+    return [redact_text(line) for line in lines]
+
+
+def sampling_lines(run: Any) -> list[str]:
+    """After collection: each environment's effective sampling, and what a
+    suite asked for that the node overrode."""
+    lines = []
+    for env, plan in run.plans.items():
+        effective = run.resources.effective_sampling(plan.sampling)
+        lost = {k: v for k, v in plan.sampling.items() if effective.get(k) != v}
+        line = f"agentgym: {env}: max_rounds {plan.max_rounds}, sampling {show_sampling(effective) or 'endpoint defaults'}"
+        if lost:
+            line += f" (the suite's {show_sampling(lost)} overridden by the node or the command line)"
+        lines.append(line)
+    return lines
+
 
 NO_ASSERTION = ("agentgym: no quality assertion: exit 0 means the run completed, not that the model "
                 "is good (give the suites gates or a min_reward; see docs/suites.md)")
