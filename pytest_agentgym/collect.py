@@ -230,8 +230,13 @@ def episodes(suite: Suite, tasks: tuple[int, ...] | None, repeat: int | None) ->
 # -- pytest nodes -------------------------------------------------------------------
 
 
-class EpisodeInfraError(Exception):
-    """The environment, the model or the harness failed: reported as a pytest error."""
+class EpisodeInfraError(pytest.fail.Exception):  # type: ignore[misc,name-defined]
+    """The environment, the model or the harness failed: reported as a pytest error,
+    in its own few lines (pytrace=False: pytest formats no traceback for it, which for
+    hundreds of errored items used to cost more than the run)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, pytrace=False)
 
 
 class RewardBelowThreshold(AssertionError):

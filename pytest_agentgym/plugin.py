@@ -254,9 +254,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type
             setattr(report, _RECORD_ATTR, record.to_dict())
             setattr(report, _KEPT_ATTR, bool(getattr(item, "kept", False)))
             item._agentgym_reported = True  # type: ignore[attr-defined]
-    if report.when == "setup" and report.failed and call.excinfo is not None \
-            and isinstance(call.excinfo.value, collect.EpisodeInfraError):
-        report.longrepr = str(call.excinfo.value)  # a few lines, not pytest's own frames
     return report
 
 

@@ -133,7 +133,8 @@ class EvaluationRun:
         self._began = True
         self.ledger.open_log(None if self.worker is None else self.worker.get("workerid"))
         chosen = self.resources.endpoint_or_error()
-        self.resources.start_envs(env_names)
+        if chosen is not None:  # without a model every episode is an error: start nothing more
+            self.resources.start_envs(env_names)
         for name in env_names:
             self._adapter(name)
         if self.worker is None:
