@@ -134,16 +134,19 @@ def test_resume_refuses_settings_that_change_what_an_episode_means(pytester):
     assert len(episodes(pytester, "base")) == 2
 
 
-def test_resume_reruns_errored_episodes_and_counts_each_once(pytester):
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["single", "xdist"])
+def test_resume_reruns_errored_episodes_and_counts_each_once(pytester, xdist):
     node = make_project(pytester)
     # Games 25 and 26 exist in the node's view but the server refuses them: errors.
     node.write_text(node.read_text().replace("envs: {servers: spawn}",
                                              "envs: {servers: spawn, overrides: {Maze: {tasks: '0-26'}}}"))
     suite(pytester, "maze", "environment: Maze\ntasks: 23-26\n")
-    first = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-run-id=errs", "--agentgym-retries=0")
+    first = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-run-id=errs", "--agentgym-retries=0",
+                *xdist)
     assert first.ret == 1
     assert run_json(pytester, "errs")["status"] == "finished-with-errors"
-    second = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-resume=latest", "--agentgym-retries=0")
+    second = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-resume=latest", "--agentgym-retries=0",
+                 *xdist)
     assert second.ret == 1
     records = episodes(pytester, "errs")
     assert sorted((r["task_index"], r["generation"]) for r in records) == [
