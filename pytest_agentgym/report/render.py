@@ -379,7 +379,7 @@ def page_parts(info: RunInfo, episodes: Sequence[EpisodeRecord], *,
     summaries = summarize(episodes)
     gates = [dict(g) for g in info.gates]
     index, chunks, zipped = build_payload(episodes, envs, compress, info.run_id)
-    outcomes = {k: 0 for k in ("passed", "failed", "error")}
+    outcomes = {k: 0 for k in ("passed", "unsolved", "failed", "error")}
     for row in index:
         outcomes[row["o"]] = outcomes.get(row["o"], 0) + 1
     meta = {"run_id": info.run_id, "envs": envs, "page_size": PAGE_SIZE, "encoding":
