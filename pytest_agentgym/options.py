@@ -88,6 +88,13 @@ def parse_fraction(text: str) -> float:
     return value
 
 
+def parse_metric(text: str) -> str:
+    value = str(text).strip().lower()
+    if value not in ("success", "reward"):
+        raise ValueError(f"expected success or reward, got {text!r}")
+    return value
+
+
 def _scalar(text: str) -> int | float | str:
     for kind in (int, float):
         try:
@@ -159,8 +166,14 @@ OPTIONS: tuple[Option, ...] = (
     Option("base_url", "URL", "any OpenAI-compatible endpoint (replaces the node's)", parse_text, "node"),
     Option("api_key_env", "VAR", "environment variable holding the endpoint's API key", parse_text, "node"),
     Option("checkpoint", "PATH", "serve this checkpoint with vLLM and evaluate it", parse_text, "none"),
-    Option("baseline", "DIR", "fail when mean reward drops below this run's", parse_text, "none"),
-    Option("max_drop", "X", "allowed drop of mean reward against the baseline", float, "0.05"),
+    Option("baseline", "RUN_DIR", "compare with this run, paired per task, and fail on a regression "
+           "(a run directory, a run id, or latest)", parse_text, "none"),
+    Option("max_drop", "X", "the margin: a drop larger than this against the baseline is a regression",
+           parse_fraction, "0.05"),
+    Option("baseline_metric", "success|reward", "what the baseline comparison compares", parse_metric,
+           "the suite's, else success"),
+    Option("strict_gates", None, "an inconclusive baseline comparison fails the run too"),
+    Option("allow_mismatch", None, "compare with a baseline whose settings differ (the verdict lists them)"),
     Option("reports", "DIR", "where runs are written", parse_text, "reports"),
     Option("run_id", "ID", "name of this run's directory", parse_run_id, "a timestamp"),
     Option("seed", "N", "sampling seed sent to the model", parse_non_negative_int, "none"),

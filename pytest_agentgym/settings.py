@@ -54,8 +54,12 @@ class Settings:
     base_url: str | None = None
     api_key_env: str | None = None
     checkpoint: str | None = None
+    #: --agentgym-baseline, resolved to a run directory (before this run repoints latest)
     baseline: str | None = None
     max_drop: float = 0.05
+    baseline_metric: str | None = None
+    strict_gates: bool = False
+    allow_mismatch: bool = False
     seed: int | None = None
     no_report: bool = False
     preflight: bool = False
@@ -271,8 +275,11 @@ def resolve(config: pytest.Config) -> Settings:
         base_url=values["base_url"],
         api_key_env=values["api_key_env"],
         checkpoint=values["checkpoint"],
-        baseline=values["baseline"],
+        baseline=_baseline_dir(values["baseline"], reports),
         max_drop=values["max_drop"] if values["max_drop"] is not None else 0.05,
+        baseline_metric=values["baseline_metric"],
+        strict_gates=bool(values["strict_gates"]),
+        allow_mismatch=bool(values["allow_mismatch"]),
         seed=values["seed"],
         no_report=bool(values["no_report"]),
         preflight=bool(values["preflight"]),
@@ -283,6 +290,25 @@ def resolve(config: pytest.Config) -> Settings:
         node_max_error_rate=node_budget,
         resume=resume,
     )
+
+
+def _baseline_dir(value: str | None, reports: Path) -> str | None:
+    """--agentgym-baseline as a run directory with results, resolved now (``latest``
+    names the run it names before this run starts); anything else is a usage error."""
+    if not value:
+        return None
+    from pytest_agentgym.ledger import LedgerError, resolve_run_dir
+    from pytest_agentgym.store import RunDir
+
+    try:
+        path = resolve_run_dir(value, reports)
+        run = RunDir(path)
+        run.read_info()
+        if not run.read_episodes():
+            raise LedgerError(f"{path} holds no episode; a baseline needs a run with results")
+    except (LedgerError, OSError, ValueError, TypeError) as exc:
+        raise pytest.UsageError(f"--agentgym-baseline={value}: {exc}") from None
+    return str(path)
 
 
 def _resume_target(values: dict[str, Any], reports: Path) -> tuple[Path | None, str | None]:
