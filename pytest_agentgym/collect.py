@@ -11,6 +11,7 @@ A suite is a YAML file with an ``environment:`` key (see docs/suites.md)::
     min_reward: 0.5             # optional per-episode assertion
     gates: [success_rate >= 0.6, mean_reward >= 0.3]
     max_error_rate: 0.05        # optional error budget of the gates
+    baseline_metric: success    # optional: what --agentgym-baseline compares (success|reward)
     nodes:                      # optional per-node overrides of the keys above
       local: {tasks: 0-19}
 
@@ -36,7 +37,7 @@ from pytest_agentgym.options import parse_tasks
 _SUITE_MARK = re.compile(r"^environment\s*:", re.MULTILINE)
 SUITE_KEYS = {
     "environment", "tasks", "repeat", "max_rounds", "episode_timeout", "sampling",
-    "min_reward", "gates", "nodes", "description", "max_error_rate",
+    "min_reward", "gates", "nodes", "description", "max_error_rate", "baseline_metric",
 }
 
 
@@ -56,6 +57,7 @@ class Suite:
     min_reward: float | None = None
     gates: tuple[Gate, ...] = ()
     max_error_rate: float | None = None
+    baseline_metric: str | None = None
 
 
 def is_suite_file(path: Path) -> bool:
@@ -141,7 +143,16 @@ def load_suite(path: Path, node: str, known_envs: list[str]) -> Suite:
         min_reward=_number(data["min_reward"], "min_reward", where, integer=False, positive=False) if data.get("min_reward") is not None else None,
         gates=gates,
         max_error_rate=_fraction(data.get("max_error_rate"), "max_error_rate", where),
+        baseline_metric=_metric(data.get("baseline_metric"), where),
     )
+
+
+def _metric(value: Any, where: str) -> str | None:
+    if value is None:
+        return None
+    if value not in ("success", "reward"):
+        raise SuiteError(f"{where}: 'baseline_metric' must be success or reward, got {value!r}")
+    return value
 
 
 def _fraction(value: Any, key: str, where: str) -> float | None:

@@ -29,6 +29,8 @@ class EnvPlan:
     max_rounds: int = 0
     sampling: dict[str, Any] = field(default_factory=dict)
     asserts: bool = False  # a gate or a min_reward says what a good episode is
+    #: what --agentgym-baseline compares: the option's, the suite's, else success
+    baseline_metric: str = "success"
 
 
 def max_rounds_for(suite: Any, settings: Any) -> int:
@@ -47,7 +49,8 @@ def plan_for(suite: Any, settings: Any, gate_path: str) -> EnvPlan:
                               DEFAULT_MAX_ERROR_RATE) if v is not None)
     return EnvPlan(gates=suite.gates, gate_path=gate_path, max_error_rate=budget,
                    max_rounds=max_rounds_for(suite, settings), sampling=dict(suite.sampling),
-                   asserts=bool(suite.gates) or suite.min_reward is not None)
+                   asserts=bool(suite.gates) or suite.min_reward is not None,
+                   baseline_metric=settings.baseline_metric or suite.baseline_metric or "success")
 
 
 def reward_ranges(settings: Any) -> dict[str, tuple[float, float]]:
