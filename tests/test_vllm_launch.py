@@ -174,6 +174,13 @@ def test_a_vllm_that_never_answers_is_stopped_at_its_timeout_and_said_in_one_lin
      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"),
     ("RuntimeError: Engine core initialization failed. See root cause above.\n",
      "RuntimeError: Engine core initialization failed. See root cause above."),
+    # vLLM 0.32 refusing a max_model_len: pydantic gives the reason on the lines below
+    ("  File 'x.py', line 121, in __init__\n"
+     "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n"
+     "  Value error, User-specified max_model_len (4096) is greater than the derived max_model_len\n"
+     "    For further information visit https://errors.pydantic.dev/2.14/v/value_error\n",
+     "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig; Value error, "
+     "User-specified max_model_len (4096) is greater than the derived max_model_len"),
     ("INFO 11-23 starting\nWARNING nothing wrong\n", None),
 ])
 def test_error_line_finds_the_exception_a_log_ends_with(tail, line):

@@ -81,10 +81,19 @@ class LaunchFailed(LaunchError):
 
 
 def error_line(log_tail: str) -> str | None:
-    """The last line of ``log_tail`` that reads like a Python exception, shortened."""
-    for line in reversed(log_tail.splitlines()):
-        text = line.strip()
-        if ERROR_LINE.match(text):
+    """The last line of ``log_tail`` that reads like a Python exception, with the
+    indented lines that continue its message (pydantic's ``ValidationError`` puts
+    the reason there), in one line of at most 300 characters."""
+    lines = log_tail.splitlines()
+    for index in range(len(lines) - 1, -1, -1):
+        if ERROR_LINE.match(lines[index].strip()):
+            parts = [lines[index].strip()]
+            for more in lines[index + 1:]:
+                if not more[:1].isspace():
+                    break
+                if more.strip() and not more.strip().startswith("For further information"):
+                    parts.append(more.strip())
+            text = "; ".join(parts)
             return text if len(text) <= 300 else text[:297] + "..."
     return None
 
