@@ -66,6 +66,8 @@ class RunResources:
         self._chosen = None  # model.endpoints.ChosenEndpoint
         #: why no episode can run at all (no endpoint)
         self.setup_error: ErrorInfo | None = None
+        #: a failed launch's command and last log lines, for the run's summary (shown once)
+        self.setup_details: tuple[str, ...] = ()
         self._pool = None  # servers.pool.ServerPool
         self.env_urls: dict[str, str] = {}
         #: environments whose server could not be had, and why
@@ -136,6 +138,7 @@ class RunResources:
             return self.ensure_endpoint()
         except Exception as exc:  # noqa: BLE001 - NoEndpointAvailable, LaunchError, ...
             self.setup_error = ErrorInfo.from_exception(exc, "model")
+            self.setup_details = tuple(getattr(exc, "details", ()))
             return None
 
     # -- environment servers ---------------------------------------------------------------
@@ -276,4 +279,8 @@ class RunResources:
             versions[f"server:{name}"] = url
         for name, identity in self.server_identities.items():
             versions[f"server-identity:{name}"] = identity
+        launched = self._chosen
+        if launched is not None and getattr(launched, "startup_s", None) is not None:  # vLLM
+            versions[launched.kind] = launched.version or "unknown"
+            versions[f"{launched.kind}-startup-s"] = f"{launched.startup_s:.1f}"
         return versions

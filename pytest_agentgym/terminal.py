@@ -86,6 +86,9 @@ def summary_lines(run: Any) -> list[Line]:
         lines.append((NO_ASSERTION, {"yellow": True}))
     if run.abort_reason:
         lines.append((f"agentgym: RUN STOPPED: {run.abort_reason}", {"red": True}))
+    for detail in run.resources.setup_details:  # a failed launch's log tail: here once, not per item
+        first, *rest = detail.splitlines()
+        lines += [(f"agentgym: model endpoint {first}", {"red": True}), *((f"    {x}", {}) for x in rest)]
     for skipped in run.run_dir.skipped:
         lines.append((f"agentgym: {skipped}", {"yellow": True}))
     lines.append((f"agentgym results: {run.run_dir.episodes_file}", {}))

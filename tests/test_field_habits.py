@@ -204,7 +204,7 @@ def test_envs_with_an_unknown_node_lists_the_known_ones_and_exits_2(tmp_path):
     (tmp_path / "configs" / "nodes" / "bench.yaml").write_text("name: bench\nmodel: {endpoints: [{kind: reference}]}\n")
     result = envs_command(tmp_path, "--node", "4080")
     assert result.returncode == 2
-    assert result.stderr.startswith("pytest-agentgym envs --node 4080: unknown node; known nodes: 4090, bench, gpu, local")
+    assert result.stderr.startswith("pytest-agentgym envs --node 4080: unknown node; known nodes: 4090, bench, cpu, gpu, local")
     bad_mode = tmp_path / "bad.yaml"
     bad_mode.write_text("name: bad\nmodel: {endpoints: [{kind: reference}]}\nenvs: {servers: sometimes}\n")
     result = envs_command(tmp_path, "--node", str(bad_mode))

@@ -1,6 +1,6 @@
 """Build a tiny random-weight Qwen3 checkpoint with its own tokenizer, offline.
 
-    python tests/tiny_qwen3.py OUTPUT_DIR
+    python tests/tiny_qwen3.py OUTPUT_DIR [MAX_POSITIONS]
 
 Run it with an interpreter that has ``torch``, ``transformers`` and
 ``tokenizers`` (the vLLM venv: ``$AGENTGYM_VLLM_PYTHON tests/tiny_qwen3.py DIR``).
@@ -8,6 +8,11 @@ The result is a real Hugging Face checkpoint directory (config.json,
 model.safetensors, tokenizer.json, tokenizer_config.json with a ChatML chat
 template, generation_config.json) that vLLM can serve; its replies are
 random tokens, which is all a launcher test needs. Nothing is downloaded.
+
+MAX_POSITIONS (default 512) is the context length written into config.json
+and tokenizer_config.json. Its tokenizer spends about 0.66 tokens per character
+of the plugin's prompts (Wordle's first prompt is about 1,240 tokens), so an
+episode needs a few thousand positions; 512 is for the launcher tests.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ CHAT_TEMPLATE = (
 )
 
 
-def build(output: Path, seed: int = 0) -> Path:
+def build(output: Path, seed: int = 0, max_positions: int = 512) -> Path:
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
@@ -49,7 +54,7 @@ def build(output: Path, seed: int = 0) -> Path:
     bpe.train_from_iterator(CORPUS, trainer=trainer)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-        bos_token=None, unk_token=None, model_max_length=512,
+        bos_token=None, unk_token=None, model_max_length=max_positions,
     )
     tokenizer.chat_template = CHAT_TEMPLATE
     tokenizer.save_pretrained(output)
@@ -64,7 +69,7 @@ def build(output: Path, seed: int = 0) -> Path:
         num_attention_heads=2,
         num_key_value_heads=1,
         head_dim=32,  # vLLM's CPU attention kernels want head_dim >= 32
-        max_position_embeddings=512,
+        max_position_embeddings=max_positions,
         tie_word_embeddings=True,
         eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
         pad_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
@@ -79,6 +84,6 @@ def build(output: Path, seed: int = 0) -> Path:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python tests/tiny_qwen3.py OUTPUT_DIR")
-    print(build(Path(sys.argv[1])))
+    if len(sys.argv) not in (2, 3):
+        sys.exit("usage: python tests/tiny_qwen3.py OUTPUT_DIR [MAX_POSITIONS]")
+    print(build(Path(sys.argv[1]), max_positions=int(sys.argv[2]) if len(sys.argv) == 3 else 512))

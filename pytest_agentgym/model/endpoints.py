@@ -15,17 +15,16 @@ used for the requests, and every description, note and error message shows the
 URL redacted (:func:`pytest_agentgym.redact.redact_url`).
 
 Launched kinds (``vllm`` with a checkpoint, ``reference``) are started by
-:func:`choose_endpoint` as child processes (by
-:class:`~pytest_agentgym.servers.process.ManagedServer`; vLLM through
-:class:`~pytest_agentgym.model.vllm.VLLMServer`) and stopped by
-:meth:`ChosenEndpoint.close`. The profile schema is documented
-in docs/model.md.
+:func:`choose_endpoint` through :func:`pytest_agentgym.model.launcher.launch` as
+child processes and stopped by :meth:`ChosenEndpoint.close`. A launch that fails
+is one line in the notes; the log's last lines travel in
+:attr:`NoEndpointAvailable.details`, to be shown once. The profile schema is
+documented in docs/model.md.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -40,16 +39,16 @@ from pytest_agentgym.model.client import (
     read_api_key,
     reject_unknown_keys,
 )
-from pytest_agentgym.model.vllm import MODEL_STOP_GRACE, LaunchError, VLLMOptions, VLLMServer
+from pytest_agentgym.model.launcher import ChosenEndpoint, launch
+from pytest_agentgym.model.vllm import LaunchError, VLLMOptions
 from pytest_agentgym.redact import redact_text, redact_url
-from pytest_agentgym.servers.health import HEALTH_ENDPOINT, Advice
-from pytest_agentgym.servers.process import ManagedServer
+
+__all__ = ["ChosenEndpoint", "EndpointConfig", "EndpointConfigError", "Health", "ModelSettings",
+           "NoEndpointAvailable", "choose_endpoint", "launch", "parse_endpoint", "probe"]
 
 KINDS = ("openai", "tensorzero", "ollama", "vllm", "reference")
 LAUNCHABLE = ("vllm", "reference")
 HEALTH_TIMEOUT = 2.0
-#: how long a launched reference agent may take to answer /health
-REFERENCE_STARTUP_TIMEOUT = 60.0
 
 _COMMON_KEYS = {"kind", "url", "model", "api_key_env"}
 _KIND_KEYS = {
@@ -66,12 +65,21 @@ class EndpointConfigError(ValueError):
 
 
 class NoEndpointAvailable(RuntimeError):
-    """Every endpoint in the chain was unhealthy or failed to start."""
+    """Every endpoint in the chain was unhealthy or failed to start.
 
-    def __init__(self, notes: Sequence[str]) -> None:
+    The message has one short clause per endpoint; ``details`` holds, for each
+    launched one that failed, its command and the last lines of its log (for the
+    run's summary: shown once, not in every episode)."""
+
+    def __init__(self, notes: Sequence[str], details: Sequence[str] = ()) -> None:
         self.notes = tuple(notes)
+        self.details = tuple(details)
+        where = " (the end of the run's output shows the last lines of the log)" if self.details else ""
         super().__init__("no model endpoint is available: " + "; ".join(self.notes)
-                         + ". Start one of them, or change model.endpoints in the node profile.")
+                         + f". Start one of them, or change model.endpoints in the node profile{where}.")
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return type(self), (self.notes, self.details)
 
 
 # --------------------------------------------------------------------------- configs
@@ -359,65 +367,6 @@ def _models_health(http: httpx.Client, config: EndpointConfig) -> Health:
 # --------------------------------------------------------------------------- the chain
 
 
-@dataclass
-class ChosenEndpoint:
-    """The endpoint a run uses; ``close()`` stops it when the plugin launched it."""
-
-    config: EndpointConfig
-    base_url: str
-    model: str
-    notes: tuple[str, ...] = ()
-    process: ManagedServer | VLLMServer | None = None
-
-    @property
-    def kind(self) -> str:
-        return self.config.kind
-
-    @property
-    def summary(self) -> str:
-        """One line for the report header."""
-        return "; ".join(self.notes) if self.notes else f"using {self.config.describe()}"
-
-    def close(self) -> None:
-        if self.process is not None:
-            self.process.stop()
-            self.process = None
-
-    def __enter__(self) -> "ChosenEndpoint":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def launch(config: EndpointConfig, settings: ModelSettings, log_dir: Path) -> ChosenEndpoint:
-    """Start a launched kind and wait until it is healthy. Raises :class:`LaunchError`."""
-    if config.kind == "vllm":
-        if not config.checkpoint:
-            raise LaunchError(f"{config.where}: kind vllm needs a checkpoint; pass "
-                              f"--agentgym-checkpoint PATH or set checkpoint: PATH")
-        options = settings.vllm
-        if config.model and not options.served_model_name:
-            options = replace(options, served_model_name=config.model)
-        server = VLLMServer(config.checkpoint, options, log_path=log_dir / "vllm.log")
-        server.start()
-        resolved = replace(config, url=server.url, model=server.model)
-        return ChosenEndpoint(resolved, server.base_url, server.model, process=server)
-    if config.kind == "reference":
-        server = ManagedServer(
-            "reference agent",
-            command=["{python}", "-m", "pytest_agentgym", "reference-agent", "--host", "{host}",
-                     "--port", "{port}", "--policy", config.policy, "--seed", str(config.seed),
-                     "--latency-ms", str(config.latency_ms)],
-            log_path=log_dir / "reference-agent.log", startup_timeout=REFERENCE_STARTUP_TIMEOUT,
-            stop_grace=MODEL_STOP_GRACE, health=HEALTH_ENDPOINT, label="reference agent", advice=Advice(),
-            death_signal=signal.SIGTERM)
-        server.start()
-        resolved = replace(config, url=server.url)
-        return ChosenEndpoint(resolved, resolved.base_url, resolved.model or config.policy, process=server)
-    raise LaunchError(f"{config.where}: kind {config.kind} is attached to, not launched")
-
-
 def choose_endpoint(settings: ModelSettings, *, log_dir: str | os.PathLike[str] | None = None,
                     transport: httpx.BaseTransport | None = None) -> ChosenEndpoint:
     """The first healthy endpoint of ``settings.endpoints``, launching launched kinds.
@@ -429,6 +378,7 @@ def choose_endpoint(settings: ModelSettings, *, log_dir: str | os.PathLike[str] 
     ``log_dir`` (default: a new temporary directory).
     """
     notes: list[str] = []
+    details: list[str] = []
     for position, config in enumerate(settings.endpoints):
         label = "primary" if position == 0 else f"fallback {position}"
         if config.launched:
@@ -437,6 +387,8 @@ def choose_endpoint(settings: ModelSettings, *, log_dir: str | os.PathLike[str] 
                 chosen = launch(config, settings, directory)
             except LaunchError as exc:
                 notes.append(f"{label} {config.describe()} failed to start ({redact_text(str(exc))})")
+                if getattr(exc, "detail", ""):
+                    details.append(f"{label} {config.describe()}: {redact_text(exc.detail)}")
                 continue
         else:
             try:
@@ -451,6 +403,6 @@ def choose_endpoint(settings: ModelSettings, *, log_dir: str | os.PathLike[str] 
             chosen = ChosenEndpoint(config, config.base_url, config.model or "")
         if notes:
             notes.append(f"using {'fallback ' if position else ''}{chosen.config.describe()}")
-        chosen.notes = tuple(notes)
+        chosen.notes = tuple(notes) + chosen.notes
         return chosen
-    raise NoEndpointAvailable(notes)
+    raise NoEndpointAvailable(notes, details)

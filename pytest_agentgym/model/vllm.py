@@ -27,6 +27,7 @@ import sys
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
+from pytest_agentgym.model.checkpoint import fit_max_model_len
 from pytest_agentgym.model.client import reject_unknown_keys
 from pytest_agentgym.servers import process
 from pytest_agentgym.servers.health import HEALTH_ENDPOINT, Advice, free_port
@@ -118,12 +119,18 @@ def vllm_command(checkpoint: str, options: VLLMOptions, port: int) -> list[str]:
 
 
 class VLLMServer:
-    """vLLM serving one checkpoint on a free loopback port (unless ``options.port``)."""
+    """vLLM serving one checkpoint on a free loopback port (unless ``options.port``).
+
+    A ``max_model_len`` larger than the checkpoint's own limit is lowered to it
+    (:func:`~pytest_agentgym.model.checkpoint.fit_max_model_len`); :attr:`notes`
+    says so, and after :meth:`start` how long vLLM took to become healthy."""
 
     def __init__(self, checkpoint: str | os.PathLike[str], options: VLLMOptions | None = None,
                  *, log_path: str | os.PathLike[str]) -> None:
         self.checkpoint = str(checkpoint)
-        self.options = options or VLLMOptions()
+        self.options, fitted = fit_max_model_len(self.checkpoint, options or VLLMOptions())
+        #: lines for the report header and run.json's notes
+        self.notes: list[str] = [fitted] if fitted else []
         self.port = self.options.port or free_port(self.options.host)
         self.process = process.ManagedServer(
             "vLLM", command=vllm_command(self.checkpoint, self.options, self.port),
@@ -139,7 +146,10 @@ class VLLMServer:
         self.base_url = self.url + "/v1"
         #: the model name requests must use
         self.model = self.options.served_model_name or self.checkpoint
+        #: seconds from spawning vLLM to its first 200 on GET /health
         self.startup_s: float | None = None
+        #: what GET /version answered once it was healthy (None: not asked, or no answer)
+        self.version: str | None = None
 
     def start(self, wait: bool = True) -> "VLLMServer":
         """Start vLLM and (by default) wait until ``GET /health`` answers 200."""
@@ -149,8 +159,16 @@ class VLLMServer:
         self._check_interpreter()
         self.process.spawn()
         if wait:
-            self.startup_s = self.process.wait_ready(poll_interval=0.25)
+            self.wait_ready()
         return self
+
+    def wait_ready(self) -> float:
+        """Wait until ``GET /health`` answers 200; note the seconds it took and vLLM's version."""
+        self.startup_s = self.process.wait_ready(poll_interval=0.25)
+        self.version = _served_version(self.url)
+        name = f"vLLM {self.version}" if self.version else "vLLM"
+        self.notes.append(f"{name} started in {self.startup_s:.1f} s (spawn to healthy)")
+        return self.startup_s
 
     def _check_interpreter(self) -> None:
         python = self.options.interpreter()
@@ -174,3 +192,14 @@ class VLLMServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _served_version(url: str) -> str | None:
+    """vLLM's ``GET /version`` (``{"version": "0.32.0"}``), or None."""
+    import httpx
+
+    try:
+        version = httpx.get(url + "/version", timeout=5.0).json().get("version")
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    return str(version) if version else None

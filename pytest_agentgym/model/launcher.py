@@ -1,0 +1,160 @@
+"""Start the endpoint kinds the plugin launches itself (vLLM on a checkpoint, the
+reference agent), and the endpoint a run ends up using.
+
+:func:`launch` starts one and waits until it is healthy. A start that fails
+after the process ran raises :class:`LaunchFailed`: its message is one line
+(what happened, the error line of the log when there is one, the log's path)
+and :attr:`LaunchFailed.detail` keeps the command and the log's last lines, so
+a run can show those once, at the end of its output, instead of in every episode.
+:func:`~pytest_agentgym.model.endpoints.choose_endpoint` calls it for the
+launched entries of the fallback chain. No pytest here.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from pytest_agentgym.model.vllm import MODEL_STOP_GRACE, LaunchError, VLLMServer
+from pytest_agentgym.servers.health import HEALTH_ENDPOINT, Advice, describe_exit
+from pytest_agentgym.servers.process import ManagedServer
+
+if TYPE_CHECKING:
+    from pytest_agentgym.model.endpoints import EndpointConfig, ModelSettings
+
+__all__ = ["ChosenEndpoint", "LaunchFailed", "REFERENCE_STARTUP_TIMEOUT", "launch"]
+
+#: how long a launched reference agent may take to answer /health
+REFERENCE_STARTUP_TIMEOUT = 60.0
+#: a log line that ends a Python traceback: ``ValueError: ...``, ``torch.OutOfMemoryError: ...``
+ERROR_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Exit|Interrupt)\b[^:]*: .+")
+
+
+@dataclass
+class ChosenEndpoint:
+    """The endpoint a run uses; ``close()`` stops it when the plugin launched it.
+
+    ``notes`` are lines for the report header and run.json (endpoints passed
+    over, a lowered ``max_model_len``, vLLM's start-up time); ``startup_s`` is
+    the seconds a launched vLLM took from spawn to healthy and ``version`` what
+    its ``GET /version`` answered (None for other kinds)."""
+
+    config: "EndpointConfig"
+    base_url: str
+    model: str
+    notes: tuple[str, ...] = ()
+    process: ManagedServer | VLLMServer | None = None
+    startup_s: float | None = None
+    version: str | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.config.kind
+
+    @property
+    def summary(self) -> str:
+        """One line for the report header."""
+        return "; ".join(self.notes) if self.notes else f"using {self.config.describe()}"
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+            self.process = None
+
+    def __enter__(self) -> "ChosenEndpoint":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LaunchFailed(LaunchError):
+    """A launched endpoint's process ran but never became healthy. The message is
+    one line; ``detail`` has the full start error (command, last lines of the log)."""
+
+    def __init__(self, message: str, *, detail: str = "", exit_code: int | None = None) -> None:
+        self.detail = detail
+        super().__init__(message, exit_code=exit_code)
+
+
+def error_line(log_tail: str) -> str | None:
+    """The last line of ``log_tail`` that reads like a Python exception, with the
+    indented lines that continue its message (pydantic's ``ValidationError`` puts
+    the reason there), in one line of at most 300 characters."""
+    lines = log_tail.splitlines()
+    for index in range(len(lines) - 1, -1, -1):
+        if ERROR_LINE.match(lines[index].strip()):
+            parts = [lines[index].strip()]
+            for more in lines[index + 1:]:
+                if not more[:1].isspace():
+                    break
+                if more.strip() and not more.strip().startswith("For further information"):
+                    parts.append(more.strip())
+            text = "; ".join(parts)
+            return text if len(text) <= 300 else text[:297] + "..."
+    return None
+
+
+def _one_line(exc: LaunchError, server: ManagedServer, label: str, notes: Sequence[str]) -> LaunchFailed:
+    """The start error ``exc`` of ``server``, said in one line; the detail ends with ``notes``."""
+    if exc.exit_code is not None:
+        what = f"{label} {describe_exit(exc.exit_code)} before it answered"
+    else:
+        what = (f"{label} did not answer {server.health.describe()} within {server.startup_timeout:g} s "
+                f"and was stopped ({server.advice.slow_start})")
+    cause = error_line(exc.log_tail)
+    return LaunchFailed(f"{what}{': ' + cause if cause else ''}; log: {server.log_path}",
+                        detail="\n".join([str(exc), *(f"note: {n}" for n in notes)]), exit_code=exc.exit_code)
+
+
+def _started(server: Any, process: ManagedServer, label: str, notes: Sequence[str] = ()) -> None:
+    """``server.start()``; a failure with a log behind it becomes :class:`LaunchFailed`.
+    Failures before anything ran (no checkpoint, no vLLM there) are short already."""
+    try:
+        server.start()
+    except LaunchError as exc:
+        if not exc.log_tail and exc.exit_code is None:
+            raise
+        raise _one_line(exc, process, label, notes) from exc
+
+
+def _fits_max_tokens(settings: "ModelSettings", max_model_len: int | None) -> list[str]:
+    max_tokens = settings.sampling.max_tokens
+    if max_model_len is None or max_tokens is None or max_tokens < max_model_len:
+        return []
+    return [f"sampling max_tokens {max_tokens} is not below max_model_len {max_model_len}: vLLM refuses "
+            f"every request; lower model.sampling.max_tokens (or pass --agentgym-sampling=max_tokens=N)"]
+
+
+def launch(config: "EndpointConfig", settings: "ModelSettings", log_dir: Path) -> ChosenEndpoint:
+    """Start a launched kind and wait until it is healthy. Raises :class:`LaunchError`
+    (:class:`LaunchFailed` when the process ran and did not come up)."""
+    if config.kind == "vllm":
+        if not config.checkpoint:
+            raise LaunchError(f"{config.where}: kind vllm needs a checkpoint; pass "
+                              f"--agentgym-checkpoint PATH or set checkpoint: PATH")
+        options = settings.vllm
+        if config.model and not options.served_model_name:
+            options = replace(options, served_model_name=config.model)
+        server = VLLMServer(config.checkpoint, options, log_path=log_dir / "vllm.log")
+        _started(server, server.process, f"vLLM on {config.checkpoint}", server.notes)
+        resolved = replace(config, url=server.url, model=server.model)
+        notes = tuple(server.notes) + tuple(_fits_max_tokens(settings, server.options.max_model_len))
+        return ChosenEndpoint(resolved, server.base_url, server.model, notes=notes, process=server,
+                              startup_s=server.startup_s, version=server.version)
+    if config.kind == "reference":
+        agent = ManagedServer(
+            "reference agent",
+            command=["{python}", "-m", "pytest_agentgym", "reference-agent", "--host", "{host}",
+                     "--port", "{port}", "--policy", config.policy, "--seed", str(config.seed),
+                     "--latency-ms", str(config.latency_ms)],
+            log_path=log_dir / "reference-agent.log", startup_timeout=REFERENCE_STARTUP_TIMEOUT,
+            stop_grace=MODEL_STOP_GRACE, health=HEALTH_ENDPOINT, label="reference agent", advice=Advice(),
+            death_signal=signal.SIGTERM)
+        _started(agent, agent, "the reference agent")
+        resolved = replace(config, url=agent.url)
+        return ChosenEndpoint(resolved, resolved.base_url, resolved.model or config.policy, process=agent)
+    raise LaunchError(f"{config.where}: kind {config.kind} is attached to, not launched")
