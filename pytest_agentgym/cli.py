@@ -8,6 +8,9 @@
                    [--output PATH] [--compress | --no-compress]
     pytest-agentgym publish-outbox reports/<run_id>  deliver NATS events kept in the outbox
                    [--nats URL] [--create-stream]
+    pytest-agentgym compare BASE_RUN CAND_RUN        judge a candidate run against a baseline run
+                   [--metric success|reward] [--margin X] [--alpha A] [--json] [--strict]
+                   [--allow-mismatch] [--reports DIR] [--html FILE]
 
 Each subcommand is a thin shell over a module that the plugin uses too.
 """
@@ -59,7 +62,71 @@ def _parser() -> argparse.ArgumentParser:
     outbox.add_argument("--nats", default="nats://127.0.0.1:4222", help="NATS URL (default: nats://127.0.0.1:4222)")
     outbox.add_argument("--create-stream", action="store_true",
                         help="create the JetStream stream AGENTGYM on agentgym.> when it is missing")
+
+    compare = sub.add_parser(
+        "compare", help="judge a candidate run against a baseline run, per environment (paired)",
+        description="Pairs the two runs' episodes by (task, repeat) and judges each environment ok, "
+                    "regressed, inconclusive or error (docs/compare.md). Exit 0 ok (and inconclusive "
+                    "unless --strict), 1 regressed or error, 2 bad input.")
+    compare.add_argument("base", metavar="BASE_RUN", help="baseline: a run directory, a run id under "
+                                                           "--reports, or latest")
+    compare.add_argument("candidate", metavar="CAND_RUN", help="candidate: the same forms as BASE_RUN")
+    compare.add_argument("--metric", choices=("success", "reward"), default="success",
+                         help="success rate or mean reward (default: success)")
+    compare.add_argument("--margin", type=float, default=0.05,
+                         help="the largest drop that is not a regression, in [0, 1] (default: 0.05)")
+    compare.add_argument("--alpha", type=float, default=0.05,
+                         help="significance level, Holm-adjusted across environments (default: 0.05)")
+    compare.add_argument("--max-error-rate", type=float, default=None, metavar="X",
+                         help="share of episodes that may error in either run (default: 0.05)")
+    compare.add_argument("--json", action="store_true", help="print only the comparison as JSON")
+    compare.add_argument("--strict", action="store_true", help="an inconclusive verdict fails (exit 1)")
+    compare.add_argument("--allow-mismatch", action="store_true",
+                         help="compare runs whose settings differ (the differences are listed)")
+    compare.add_argument("--reports", default="reports", help="where run ids and latest are looked up "
+                                                               "(default: reports)")
+    compare.add_argument("--html", default=None, metavar="FILE", help="also write the compare view")
     return parser
+
+
+def _compare(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from pytest_agentgym.compare import CompareError, compare_runs
+    from pytest_agentgym.gates import DEFAULT_MAX_ERROR_RATE
+    from pytest_agentgym.ledger import LedgerError, resolve_run_dir
+
+    write_html = None
+    if args.html is not None:
+        try:
+            from pytest_agentgym.compare.view import write_compare_html as write_html
+        except ImportError:
+            print("pytest-agentgym compare: --html is not available yet (the HTML compare view is not "
+                  "part of this version); leave out --html, or use --json", file=sys.stderr)
+            return 2
+    reports = Path(args.reports)
+    try:
+        base = resolve_run_dir(args.base, reports)
+        candidate = resolve_run_dir(args.candidate, reports)
+        comparison = compare_runs(
+            base, candidate, metric=args.metric, margin=args.margin, alpha=args.alpha,
+            allow_mismatch=args.allow_mismatch,
+            max_error_rate=DEFAULT_MAX_ERROR_RATE if args.max_error_rate is None else args.max_error_rate)
+    except (LedgerError, CompareError) as exc:
+        print(f"pytest-agentgym compare: {exc}", file=sys.stderr)
+        return 2
+    if write_html is not None:
+        write_html(comparison, args.html)
+    if args.json:
+        print(json.dumps(comparison.to_json(), indent=2, ensure_ascii=False))
+    else:
+        for mismatch in comparison.mismatches:
+            print(f"settings differ (allowed): {mismatch}")
+        print("\n".join(comparison.lines()))
+        print(f"compare: {comparison.verdict.upper()} ({comparison.candidate_run_id} against "
+              f"{comparison.base_run_id})")
+    return comparison.exit_code(strict=args.strict)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -95,6 +162,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pytest_agentgym.publish.outbox import publish_outbox_cli
 
         return publish_outbox_cli(args.run_dir, url=args.nats, create_stream=args.create_stream)
+    if args.command == "compare":
+        return _compare(args)
     raise AssertionError(args.command)
 
 

@@ -48,18 +48,21 @@ def _show(value: Any) -> str:
     return repr(value)
 
 
-def differences(then: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+def differences(then: Mapping[str, Any], now: Mapping[str, Any], *,
+                labels: tuple[str, str] = ("then", "now")) -> list[str]:
     """One line per difference that changes what an episode means, e.g.
-    ``model: 'qwen3:8b' then, 'random' now``. Environments present in only one of
-    the two are not differences (a resumed run may add or leave out some)."""
+    ``model: 'qwen3:8b' then, 'random' now`` (``labels`` name the two sides). Environments
+    present in only one of the two are not differences (a resumed run may add or leave
+    out some)."""
     lines = []
+    first, second = labels
     for key in RUN_KEYS:
         if then.get(key) != now.get(key):
-            lines.append(f"{key}: {_show(then.get(key))} then, {_show(now.get(key))} now")
+            lines.append(f"{key}: {_show(then.get(key))} {first}, {_show(now.get(key))} {second}")
     old_envs, new_envs = then.get("envs") or {}, now.get("envs") or {}
     for env in sorted(set(old_envs) & set(new_envs)):
         for key in ENV_KEYS:
             a, b = old_envs[env].get(key), new_envs[env].get(key)
             if a != b:
-                lines.append(f"{env} {key}: {_show(a)} then, {_show(b)} now")
+                lines.append(f"{env} {key}: {_show(a)} {first}, {_show(b)} {second}")
     return lines

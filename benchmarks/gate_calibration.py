@@ -1,0 +1,276 @@
+"""Calibration of the checkpoint gate: false alarms and power of `compare_runs`.
+
+Simulates pairs of runs *in the results format* (real run directories with
+run.json and episodes.jsonl, written to a temporary directory) and judges each
+pair with :func:`pytest_agentgym.compare.compare_runs`, the code users run. Per
+simulation every task gets a success probability p ~ Beta(a, b); the baseline's
+episodes succeed with p, the candidate's with max(p - drop, 0), independently.
+
+Per cell it prints the share of pairs judged ``regressed`` (at drop 0 the
+false-alarm rate, else the power) and ``ok``, next to two references on the
+same data: an exact McNemar test (scipy.stats.binomtest on the discordant
+episodes, one-sided, same alpha, Holm across the battery's environments) and
+the OLD gate (unpaired means: ``mean_cand < mean_base - 0.05`` in any environment);
+and, for single environments, how often the interval's lower end lies above the
+true change (calibrated: at most alpha / 2 = 2.5%).
+
+    python benchmarks/gate_calibration.py                 # ~200 simulations per cell, 2 processes
+    python benchmarks/gate_calibration.py --sims 1000     # tighter figures
+    python benchmarks/gate_calibration.py --intervals     # the interval methods considered
+
+Writes benchmarks/gate_calibration.json (the table and the settings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from pytest_agentgym import fingerprint  # noqa: E402
+from pytest_agentgym.compare import compare_runs  # noqa: E402
+from pytest_agentgym.results import EpisodeRecord, RunInfo  # noqa: E402
+from pytest_agentgym.store import RunDir  # noqa: E402
+
+#: The lightweight battery's shape (tasks per environment).
+BATTERY = {"BabyAI": 90, "TextCraft": 100, "Maze": 25, "Wordle": 25}
+#: Single-environment cells, by the battery environment that has that many tasks.
+SINGLES = {25: "Maze", 90: "BabyAI", 100: "TextCraft"}
+DISTRIBUTIONS = {"Beta(2,2)": (2.0, 2.0), "Beta(0.3,0.3)": (0.3, 0.3)}
+DROPS = (0.0, 0.03, 0.05, 0.10, 0.20)
+REPEATS = (1, 3)
+OLD_GATE_DROP = 0.05
+
+
+# -- run directories in the results format ------------------------------------------------------
+
+
+def _template(run_id: str) -> dict:
+    record = EpisodeRecord(run_id=run_id, env="", task_index=0, repeat=1, reward=0.0, success=False,
+                           rounds=1, stop_reason="done", started_at="2026-01-01T00:00:00Z",
+                           duration_s=0.0, model="simulated")
+    return record.to_dict()
+
+
+def write_run(root: Path, run_id: str, outcomes: dict[str, np.ndarray]) -> Path:
+    """A run directory holding one episode per (env, task, repeat): ``outcomes[env]``
+    is a (tasks, repeats) array of successes; reward is 1.0 on success, else 0.0."""
+    run_dir = RunDir(root / run_id)
+    if run_dir.path.exists():
+        shutil.rmtree(run_dir.path)
+    run_dir.path.mkdir(parents=True)
+    envs = {env: {"max_rounds": 15, "sampling": {"temperature": 0.0}, "prompt_sha256": "0" * 64,
+                  "server": f"simulated {env}"} for env in outcomes}
+    run_dir.write_info(RunInfo(
+        run_id=run_id, started_at="2026-01-01T00:00:00Z", node="simulated", model="simulated",
+        endpoint="none", endpoint_kind="simulated", environments=tuple(outcomes), command="gate_calibration",
+        versions={"pytest-agentgym": "simulated"}, status="finished",
+        fingerprint=fingerprint.build(model="simulated", endpoint_kind="simulated", checkpoint=None, envs=envs)))
+    template, lines = _template(run_id), []
+    for env, table in outcomes.items():
+        for task in range(table.shape[0]):
+            for repeat in range(table.shape[1]):
+                success = bool(table[task, repeat])
+                record = dict(template, env=env, task_index=task, repeat=repeat + 1, success=success,
+                              reward=1.0 if success else 0.0, outcome="passed" if success else "unsolved",
+                              episode_id=f"{run_id}:{env}:{task}:r{repeat + 1}")
+                lines.append(json.dumps(record))
+    run_dir.episodes_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return run_dir.path
+
+
+# -- the two references ------------------------------------------------------------------------------
+
+
+def mcnemar_p(base: np.ndarray, cand: np.ndarray) -> float:
+    from scipy.stats import binomtest
+
+    drops, gains = int(np.sum(base & ~cand)), int(np.sum(~base & cand))
+    return 1.0 if drops + gains == 0 else binomtest(drops, drops + gains, 0.5, alternative="greater").pvalue
+
+
+def holm_rejects(p_values: list[float], alpha: float) -> bool:
+    """Whether Holm's procedure rejects at least one hypothesis: the smallest p < alpha / m."""
+    return min(p_values) < alpha / len(p_values)
+
+
+def old_gate_fails(base: np.ndarray, cand: np.ndarray) -> bool:
+    return bool(cand.mean() < base.mean() - OLD_GATE_DROP)
+
+
+# -- simulation ------------------------------------------------------------------------------------------
+
+
+def simulate(shape: dict[str, int], dist: tuple[float, float], repeats: int, drops: tuple[float, ...],
+             sims: int, seed: int, *, alpha: float = 0.05, margin: float = 0.05,
+             singles: tuple[str, ...] = ()) -> dict[str, dict[str, int]]:
+    """Counts per cell ``"<shape>|<drop>"`` (shape ``battery`` for all of ``shape`` in
+    one run, or an environment of ``singles`` in a run of its own): pairs, regressed,
+    ok, inconclusive, error, mcnemar (the reference rejects), old (the old gate fails),
+    above (single environments: the interval's lower end lies above the true change,
+    the mean of max(p - drop, 0) - p over the tasks; at most alpha / 2 when calibrated)."""
+    rng = np.random.default_rng(seed)
+    counts: dict[str, dict[str, int]] = {}
+    with tempfile.TemporaryDirectory(prefix="gate-calibration-") as tmp:
+        root = Path(tmp)
+        for _ in range(sims):
+            p = {env: rng.beta(*dist, size=n) for env, n in shape.items()}
+            base = {env: rng.random((n, repeats)) < p[env][:, None] for env, n in shape.items()}
+            groups = {"battery": tuple(shape), **{env: (env,) for env in singles}}
+            base_paths = {label: write_run(root / label, "base", {e: base[e] for e in envs})
+                          for label, envs in groups.items()}
+            for drop in drops:
+                q = {env: np.clip(p[env] - drop, 0, 1) for env in shape}
+                cand = {env: rng.random((n, repeats)) < q[env][:, None] for env, n in shape.items()}
+                for label, envs in groups.items():
+                    cand_path = write_run(root / label, "cand", {e: cand[e] for e in envs})
+                    comparison = compare_runs(base_paths[label], cand_path, alpha=alpha, margin=margin)
+                    cell = counts.setdefault(f"{label}|{drop:g}", dict.fromkeys(
+                        ("pairs", "regressed", "ok", "inconclusive", "error", "mcnemar", "old",
+                         "above"), 0))
+                    cell["pairs"] += 1
+                    cell[comparison.verdict] += 1
+                    if len(envs) == 1:  # the interval misses the true change from above
+                        ci = comparison.environments[envs[0]].ci
+                        cell["above"] += ci is not None and ci[0] > float(np.mean(q[envs[0]] - p[envs[0]])) + 1e-9
+                    cell["mcnemar"] += holm_rejects([mcnemar_p(base[e], cand[e]) for e in envs], alpha)
+                    cell["old"] += any(old_gate_fails(base[e], cand[e]) for e in envs)
+    return counts
+
+
+# -- the interval methods considered --------------------------------------------------------------------
+
+
+def _bootstrap_low(d: np.ndarray, alpha: float, rng: np.random.Generator) -> float:
+    means = d[rng.integers(0, len(d), (2000, len(d)))].mean(axis=1)
+    return float(np.quantile(means, alpha / 2))
+
+
+def _sign_flip_inverted_low(d: np.ndarray, alpha: float, rng: np.random.Generator) -> float:
+    """The smallest shift the upper-tail sign-flip test does not reject (by bisection)."""
+    n = len(d)
+    signs = (np.array(np.meshgrid(*[[1.0, -1.0]] * n)).reshape(n, -1).T if n <= 12
+             else rng.choice([1.0, -1.0], size=(2000, n)))
+
+    def p(shift: float) -> float:
+        e = d - shift
+        return float(np.mean(signs @ np.abs(e) >= e.sum() - 1e-12))
+
+    low, high = -1.0, float(d.mean())
+    if p(low) >= alpha / 2:
+        return -1.0
+    for _ in range(16):
+        mid = (low + high) / 2
+        low, high = (low, mid) if p(mid) >= alpha / 2 else (mid, high)
+    return high
+
+
+def interval_study(sims: int, seed: int, alpha: float = 0.05) -> list[dict]:
+    """How often each candidate interval's lower end lies above the true change
+    (mean of q - p over the tasks), per cell; calibrated: at most alpha / 2."""
+    from pytest_agentgym.compare import statistics as stats
+
+    rng, rows = np.random.default_rng(seed), []
+    for name, dist in DISTRIBUTIONS.items():
+        for n in (5, 25, 90):
+            for repeats in REPEATS:
+                for drop in (0.0, 0.05, 0.10):
+                    above = dict.fromkeys(("bootstrap", "t", "sign-flip inverted", "Tango"), 0)
+                    for _ in range(sims):
+                        p = rng.beta(*dist, size=n)
+                        q = np.clip(p - drop, 0, 1)
+                        x, y = rng.random((n, repeats)) < p[:, None], rng.random((n, repeats)) < q[:, None]
+                        d, true = y.mean(axis=1) - x.mean(axis=1), float(np.mean(q - p))
+                        t = stats.t_interval(list(d), alpha)
+                        tango = stats.paired_score_interval(int(np.sum(x & ~y)), int(np.sum(~x & y)),
+                                                            n * repeats, alpha)
+                        lows = {"bootstrap": _bootstrap_low(d, alpha, rng),
+                                "t": t[0] if t is not None else -1.0,
+                                "sign-flip inverted": _sign_flip_inverted_low(d, alpha, rng),
+                                "Tango": tango[0] if repeats == 1 or t is None else min(tango[0], t[0])}
+                        for method, low in lows.items():
+                            above[method] += low > true + 1e-9
+                    rows.append({"p": name, "tasks": n, "repeats": repeats, "drop": drop,
+                                 **{m: c / sims for m, c in above.items()}})
+                    print(f"{name:<14} n={n:<3} r={repeats} drop={drop:.2f}  " + "  ".join(
+                        f"{m} {c / sims:5.1%}" for m, c in above.items()), flush=True)
+    return rows
+
+
+def _job(args: tuple) -> tuple[str, int, dict]:
+    name, repeats, sims, seed = args
+    return name, repeats, simulate(BATTERY, DISTRIBUTIONS[name], repeats, DROPS, sims, seed,
+                                   singles=tuple(SINGLES.values()))
+
+
+def _merge(into: dict, counts: dict) -> None:
+    for cell, values in counts.items():
+        target = into.setdefault(cell, dict.fromkeys(values, 0))
+        for key, value in values.items():
+            target[key] += value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sims", type=int, default=200, help="simulated run pairs per cell (default 200)")
+    parser.add_argument("--workers", type=int, default=2, help="processes (default 2)")
+    parser.add_argument("--seed", type=int, default=10, help="seed (default 10)")
+    parser.add_argument("--output", default=str(REPO / "benchmarks" / "gate_calibration.json"))
+    parser.add_argument("--intervals", action="store_true",
+                        help="instead: the interval methods considered (bootstrap, t, inverted "
+                             "sign-flip, Tango), how often each lower end lies above the true change")
+    args = parser.parse_args(argv)
+    if args.intervals:
+        interval_study(args.sims, args.seed)
+        return 0
+    started = time.monotonic()
+    chunks = max(1, args.workers)
+    jobs = [(name, r, args.sims // chunks + (i < args.sims % chunks), args.seed * 1000 + k * 10 + i)
+            for k, (name, r) in enumerate((n, r) for n in DISTRIBUTIONS for r in REPEATS) for i in range(chunks)]
+    results: dict[tuple[str, int], dict] = {}
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        for name, repeats, counts in pool.map(_job, jobs):
+            _merge(results.setdefault((name, repeats), {}), counts)
+    rows = []
+    for (name, repeats), counts in results.items():
+        for shape in ("Maze", "BabyAI", "TextCraft", "battery"):
+            for drop in DROPS:
+                cell = counts[f"{shape}|{drop:g}"]
+                n = cell["pairs"]
+                rows.append({"p": name, "repeats": repeats,
+                             "shape": f"{shape} ({BATTERY[shape]})" if shape in BATTERY else "battery (90/100/25/25, Holm)",
+                             "drop": drop, "pairs": n,
+                             **{key: cell[key] / n for key in ("regressed", "ok", "inconclusive", "error",
+                                                               "mcnemar", "old", "above")}})
+    header = (f"{'p':<14} {'r':>1} {'shape':<30} {'drop':>5} {'regressed':>9} {'ok':>6} "
+              f"{'McNemar':>8} {'old gate':>8} {'CI above':>8}")
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        print(f"{row['p']:<14} {row['repeats']:>1} {row['shape']:<30} {row['drop']:>5.2f} "
+              f"{row['regressed']:>9.1%} {row['ok']:>6.1%} {row['mcnemar']:>8.1%} {row['old']:>8.1%} "
+              + (f"{row['above']:>8.1%}" if not row["shape"].startswith("battery") else f"{'':>8}"))
+    se = math.sqrt(0.05 * 0.95 / args.sims)
+    print(f"\n{args.sims} simulated pairs per cell (standard error of a 5% rate: {se:.1%}); "
+          f"alpha 0.05, margin 0.05; {time.monotonic() - started:.0f} s")
+    Path(args.output).write_text(json.dumps({"sims": args.sims, "seed": args.seed, "alpha": 0.05,
+                                             "margin": 0.05, "old_gate_drop": OLD_GATE_DROP,
+                                             "command": "python benchmarks/gate_calibration.py"
+                                             + (f" --sims {args.sims}" if args.sims != 200 else ""),
+                                             "rows": rows}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,216 @@
+"""compare_runs: a candidate run judged against a baseline run, per environment.
+
+Per environment: pair the keys (:mod:`~pytest_agentgym.compare.pairing`), test
+for a drop and estimate the change with its interval
+(:mod:`~pytest_agentgym.compare.statistics`), adjust the p-values with Holm
+across the environments, and give one of four verdicts:
+
+* ``error``: no key was scored in both runs, or the keys that errored in either
+  run exceed the error budget;
+* ``regressed``: the Holm-adjusted p < alpha and delta < -margin;
+* ``ok``: the interval's lower end > -margin (a drop larger than the margin is ruled out);
+* ``inconclusive``: neither; ``needed_for_margin`` says how many paired tasks would do.
+
+Comparisons with the margin forgive :data:`TOLERANCE`, so that representation
+noise (0.020 - 0.070 = -0.05000000000000001) never flips a verdict.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Iterable
+
+from pytest_agentgym.aggregate import shipped_reward_ranges
+from pytest_agentgym.compare import statistics as stats
+from pytest_agentgym.compare.comparison import Comparison, EnvComparison, worst
+from pytest_agentgym.compare.error import CompareError
+from pytest_agentgym.compare.pairing import METRICS, EnvPairs, pair_env
+from pytest_agentgym.compare.runs import LoadedRun, load_run
+from pytest_agentgym.compare.settings_check import describe_keys, settings_differences
+from pytest_agentgym.gates import DEFAULT_MAX_ERROR_RATE, TOLERANCE
+from pytest_agentgym.store import RunDir
+
+
+@dataclasses.dataclass(frozen=True)
+class _Estimate:
+    """One environment's figures before Holm."""
+
+    base_value: float
+    cand_value: float
+    delta: float
+    ci: tuple[float, float] | None
+    p_raw: float
+    method: str
+
+
+def _number(value: object, name: str, low: float, high: float, *, open_low: bool = False,
+            open_high: bool = False) -> float:
+    ok_type = isinstance(value, (int, float)) and not isinstance(value, bool)
+    number = float(value) if ok_type else math.nan  # type: ignore[arg-type]
+    inside = (math.isfinite(number) and (number > low if open_low else number >= low)
+              and (number < high if open_high else number <= high))
+    if not inside:
+        span = f"{'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}"
+        raise CompareError(f"{name} must be a number in {span}, not {value!r}")
+    return number
+
+
+def _select_envs(base: LoadedRun, cand: LoadedRun, envs: Iterable[str] | None) -> list[str]:
+    present = list(dict.fromkeys([r.env for r in base.records] + [r.env for r in cand.records]))
+    if envs is None:
+        return present
+    wanted = list(dict.fromkeys(envs))
+    unknown = [e for e in wanted if e not in present]
+    if unknown:
+        raise CompareError(f"environment(s) {', '.join(unknown)} are in neither run; the runs hold "
+                           f"{', '.join(present) or 'none'}")
+    return wanted
+
+
+def _only(info_fingerprint: dict, names: list[str]) -> dict:
+    envs = info_fingerprint.get("envs") or {}
+    return {**info_fingerprint, "envs": {k: v for k, v in envs.items() if k in names}} if envs else info_fingerprint
+
+
+def _estimate(pairs: EnvPairs, alpha: float) -> _Estimate:
+    base_value, cand_value = pairs.mean(0), pairs.mean(1)
+    assert base_value is not None and cand_value is not None
+    delta = cand_value - base_value
+    differences = pairs.differences
+    level = f"{1 - alpha:.0%}"
+    if pairs.binary:
+        drops, gains = pairs.discordant()
+        ci = stats.paired_score_interval(drops, gains, len(pairs.matched), alpha)
+        return _Estimate(base_value, cand_value, delta, ci, stats.mcnemar_drop_p(drops, gains),
+                         f"exact McNemar ({drops} pass->fail, {gains} fail->pass); "
+                         f"{level} Tango score interval")
+    if pairs.metric == "success":
+        p_raw, how = stats.sign_flip_drop_p(differences, lattice=pairs.repeat_counts)
+        drops, gains = pairs.discordant()
+        low, high = stats.paired_score_interval(drops, gains, len(pairs.matched), alpha)
+        by_task = stats.t_interval(differences, alpha)
+        if by_task is not None:
+            low, high = max(-1.0, min(low, by_task[0])), min(1.0, max(high, by_task[1]))
+        return _Estimate(base_value, cand_value, delta, (low, high), p_raw,
+                         f"sign-flip test over tasks, {how}; {level} interval: Tango score over "
+                         f"episodes joined with Student t over tasks")
+    p_raw, how = stats.sign_flip_drop_p(differences)
+    ci = stats.t_interval(differences, alpha)
+    if len(differences) < stats.fewest_units_for_sign_flip(alpha):
+        ci = None
+    elif ci is not None and pairs.env in shipped_reward_ranges():
+        low, high = shipped_reward_ranges()[pairs.env]
+        ci = (max(ci[0], low - high), min(ci[1], high - low))
+    return _Estimate(base_value, cand_value, delta, ci, p_raw,
+                     f"sign-flip test over tasks, {how}; {level} Student t interval over tasks")
+
+
+def _error_reason(pairs: EnvPairs, max_error_rate: float) -> str | None:
+    matched, errored = len(pairs.matched), pairs.errored
+    both = matched + len(errored)
+    if both == 0:
+        if pairs.only_base and not pairs.only_cand:
+            return "not in the candidate run: nothing to compare"
+        if pairs.only_cand and not pairs.only_base:
+            return "not in the baseline run: nothing to compare"
+        return "no episode is in both runs: nothing to compare"
+    rate = len(errored) / both
+    if rate > max_error_rate + TOLERANCE:
+        where = describe_keys((f.task_index, f.repeat) for f in errored)
+        return (f"{len(errored)} of {both} episodes errored in either run ({rate:.1%} > error budget "
+                f"{max_error_rate:.1%}; tasks {where}): fix the errors (see each run's logs/) and "
+                f"resume the run that has them with --agentgym-resume")
+    return None
+
+
+def _judge(pairs: EnvPairs, estimate: _Estimate | None, p_value: float | None, reason: str | None, *,
+           margin: float, alpha: float) -> EnvComparison:
+    common = dict(env=pairs.env, metric=pairs.metric, n_matched=len(pairs.matched),
+                  n_errors=len(pairs.errored), n_only_base=pairs.only_base, n_only_cand=pairs.only_cand,
+                  margin=margin, flips=pairs.flips, n_tasks=len(pairs.units))
+    if estimate is None:
+        return EnvComparison(verdict="error", base_value=pairs.mean(0), cand_value=pairs.mean(1),
+                             delta=None, ci=None, p_value=None, p_raw=None, needed_for_margin=None,
+                             detail=reason or "", method="", **common)
+    e, ci = estimate, estimate.ci
+    needed = None
+    interval = f"the {1 - alpha:.0%} interval [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "no interval"
+    if p_value is not None and p_value < alpha and e.delta < -margin - TOLERANCE:
+        verdict = "regressed"
+        detail = (f"{pairs.metric} fell by {-e.delta:.3f} over {len(pairs.units)} paired tasks: the drop "
+                  f"is significant (p={p_value:.2g} after Holm, alpha {alpha:g}) and larger than the "
+                  f"margin {margin:g}; {interval}")
+    elif ci is not None and ci[0] > -margin + TOLERANCE:
+        verdict = "ok"
+        detail = f"{interval} rules out a drop larger than the margin {margin:g}"
+        if p_value is not None and p_value < alpha and e.delta < 0:
+            detail += f"; a drop of {-e.delta:.3f} is significant (p={p_value:.2g}) but within the margin"
+    else:
+        verdict = "inconclusive"
+        needed = None if pairs.baseline_variance is None else stats.tasks_needed(
+            pairs.baseline_variance, pairs.repeats, margin, alpha, binary=pairs.metric == "success")
+        if ci is None:
+            why = (f"{len(pairs.units)} paired task(s) are too few for an interval (an exact test "
+                   f"needs {stats.fewest_units_for_sign_flip(alpha)})")
+        elif e.delta < -margin - TOLERANCE:
+            why = (f"the drop of {-e.delta:.3f} is larger than the margin {margin:g} but not "
+                   f"significant (p={p_value:.2g} after Holm); {interval}")
+        else:
+            why = f"{interval} reaches below -{margin:g}: a drop larger than the margin is not ruled out"
+        more = (f"; about {needed} paired tasks (at {pairs.repeats} repeat(s)) would settle it"
+                if needed is not None and needed > len(pairs.units) else "")
+        detail = why + more
+    if pairs.errored:
+        detail += (f"; {len(pairs.errored)} episode(s) errored in either run and were left out "
+                   f"(tasks {describe_keys((f.task_index, f.repeat) for f in pairs.errored)})")
+    if pairs.only_base or pairs.only_cand:
+        detail += f"; {pairs.only_base + pairs.only_cand} episode(s) in one run only were left out"
+    return EnvComparison(verdict=verdict, base_value=e.base_value, cand_value=e.cand_value, delta=e.delta,
+                         ci=ci, p_value=p_value, p_raw=e.p_raw, needed_for_margin=needed, detail=detail,
+                         method=e.method, **common)
+
+
+def compare_runs(base: str | Path | RunDir, candidate: str | Path | RunDir, *, metric: str = "success",
+                 margin: float = 0.05, alpha: float = 0.05, allow_mismatch: bool = False,
+                 max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
+                 envs: Iterable[str] | None = None) -> Comparison:
+    """Judge ``candidate`` against ``base`` (run directories), per environment.
+
+    Raises :class:`CompareError` for a path that is not a readable run directory
+    with results, a metric other than ``success``/``reward``, a margin outside
+    [0, 1], an alpha outside (0, 1), and, unless ``allow_mismatch``, runs whose
+    settings differ (each difference on its own line; with ``allow_mismatch`` the
+    comparison carries them in ``mismatches``)."""
+    if metric not in METRICS:
+        raise CompareError(f"metric {metric!r} is not one of {', '.join(METRICS)}")
+    margin = _number(margin, "margin", 0.0, 1.0)
+    alpha = _number(alpha, "alpha", 0.0, 1.0, open_low=True, open_high=True)
+    max_error_rate = _number(max_error_rate, "max_error_rate", 0.0, 1.0)
+    base_run, cand_run = load_run(base, "baseline"), load_run(candidate, "candidate")
+    if base_run.path.resolve() == cand_run.path.resolve():
+        raise CompareError(f"baseline and candidate are the same run directory ({base_run.path}); "
+                           f"give two different runs")
+    names = _select_envs(base_run, cand_run, envs)
+    base_keys = {k for k in base_run.keys if k[0] in names}
+    cand_keys = {k for k in cand_run.keys if k[0] in names}
+    base_info = dataclasses.replace(base_run.info, fingerprint=_only(base_run.info.fingerprint, names))
+    mismatches = settings_differences(base_info, base_keys, _only(cand_run.info.fingerprint, names),
+                                      cand_keys, cand_run.version)
+    if mismatches and not allow_mismatch:
+        raise CompareError(
+            f"the baseline ({base_run.given}) and the candidate ({cand_run.given}) were not run the same "
+            f"way; these settings change what an episode means:\n  - " + "\n  - ".join(mismatches)
+            + "\nrun the candidate with the baseline's settings, or compare anyway with "
+              "--allow-mismatch (pytest: --agentgym-allow-mismatch)")
+    pairs = {env: pair_env(env, base_run.records, cand_run.records, metric) for env in names}
+    reasons = {env: _error_reason(p, max_error_rate) for env, p in pairs.items()}
+    estimates = {env: _estimate(p, alpha) for env, p in pairs.items() if reasons[env] is None}
+    adjusted = stats.holm({env: e.p_raw for env, e in estimates.items()})
+    environments = {env: _judge(p, estimates.get(env), adjusted.get(env), reasons[env], margin=margin,
+                                alpha=alpha) for env, p in pairs.items()}
+    return Comparison(base=base_run.given, candidate=cand_run.given, base_run_id=base_run.info.run_id,
+                      candidate_run_id=cand_run.info.run_id, metric=metric, margin=margin, alpha=alpha,
+                      verdict=worst([e.verdict for e in environments.values()]),
+                      environments=environments, mismatches=tuple(mismatches))

@@ -1,0 +1,170 @@
+"""Pairing two runs' episodes of one environment by (task, repeat).
+
+Each key's state in each run is ``pass`` (the episode succeeded by its
+environment's rule), ``fail``, ``error`` (an infrastructure error, or a reward
+that is not a finite number: nothing to score) or ``missing`` (the run has no
+such key). The keys scored in both runs are *matched*; the test and the
+interval use only those, with the repeats of a task averaged into one paired
+unit per task. A key that errored in either run is counted, never dropped
+silently.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from pytest_agentgym.results import EpisodeRecord
+
+METRICS = ("success", "reward")
+#: The states a key can have in one run.
+STATES = ("pass", "fail", "error", "missing")
+
+
+@dataclass(frozen=True)
+class Flip:
+    """One (task, repeat) key of one environment, as each run left it.
+
+    ``base`` / ``cand``: ``pass``, ``fail``, ``error`` or ``missing``; for both
+    metrics pass means success by the environment's rule (the reward metric
+    compares ``base_reward`` and ``cand_reward``)."""
+
+    task_index: int
+    repeat: int
+    base: str
+    cand: str
+    base_reward: float | None
+    cand_reward: float | None
+
+    @property
+    def matched(self) -> bool:
+        return self.base in ("pass", "fail") and self.cand in ("pass", "fail")
+
+    @property
+    def errored(self) -> bool:
+        """Present in both runs and errored in at least one."""
+        return "missing" not in (self.base, self.cand) and "error" in (self.base, self.cand)
+
+
+def state(record: EpisodeRecord | None) -> str:
+    if record is None:
+        return "missing"
+    if record.error is not None or record.reward is None or not math.isfinite(record.reward):
+        return "error"
+    return "pass" if record.success else "fail"
+
+
+def _value(flip_state: str, reward: float | None, metric: str) -> float:
+    return (1.0 if flip_state == "pass" else 0.0) if metric == "success" else float(reward)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class EnvPairs:
+    """The paired view of one environment."""
+
+    env: str
+    metric: str
+    flips: tuple[Flip, ...]
+    #: task -> (baseline values, candidate values) of its matched keys, repeat order
+    units: dict[int, tuple[tuple[float, ...], tuple[float, ...]]]
+    #: the baseline's variance of one episode within a task, averaged (see baseline_variance)
+    baseline_variance: float | None
+
+    @property
+    def matched(self) -> list[Flip]:
+        return [f for f in self.flips if f.matched]
+
+    @property
+    def errored(self) -> list[Flip]:
+        return [f for f in self.flips if f.errored]
+
+    @property
+    def only_base(self) -> int:
+        return sum(1 for f in self.flips if f.cand == "missing" and f.base != "missing")
+
+    @property
+    def only_cand(self) -> int:
+        return sum(1 for f in self.flips if f.base == "missing" and f.cand != "missing")
+
+    @property
+    def differences(self) -> list[float]:
+        """Per task, candidate mean - baseline mean over its matched repeats."""
+        return [math.fsum(c) / len(c) - math.fsum(b) / len(b) for b, c in self.units.values()]
+
+    def mean(self, side: int) -> float | None:
+        """Metric over the matched units, each task weighing one (0: baseline, 1: candidate)."""
+        if not self.units:
+            return None
+        return math.fsum(math.fsum(u[side]) / len(u[side]) for u in self.units.values()) / len(self.units)
+
+    @property
+    def repeats(self) -> int:
+        """Matched repeats per task (the most common count)."""
+        counts = [len(b) for b, _ in self.units.values()]
+        return max(set(counts), key=counts.count) if counts else 1
+
+    @property
+    def repeat_counts(self) -> list[int]:
+        return sorted({len(b) for b, _ in self.units.values()})
+
+    @property
+    def binary(self) -> bool:
+        """Success metric and one key per task: every unit is a single pass or fail."""
+        return self.metric == "success" and all(len(b) == 1 for b, _ in self.units.values())
+
+    def discordant(self) -> tuple[int, int]:
+        """(pass->fail, fail->pass) over the matched keys."""
+        matched = self.matched
+        return (sum(1 for f in matched if f.base == "pass" and f.cand == "fail"),
+                sum(1 for f in matched if f.base == "fail" and f.cand == "pass"))
+
+
+def baseline_variance(records: Sequence[EpisodeRecord], metric: str) -> float | None:
+    """The baseline's variance of one episode's metric within a task, averaged over
+    its tasks: each task's sample variance over its scored repeats (unbiased) where
+    tasks have two or more; with one repeat a task cannot show it, and the variance
+    across all scored episodes is used instead (for success: the Bernoulli variance
+    p(1 - p) of the pooled rate), which bounds it from above."""
+    by_task: dict[int, list[float]] = defaultdict(list)
+    for record in records:
+        flip_state = state(record)
+        if flip_state in ("pass", "fail"):
+            by_task[record.task_index].append(_value(flip_state, record.reward, metric))
+    values = [v for vs in by_task.values() for v in vs]
+    if not values:
+        return None
+    repeated = [vs for vs in by_task.values() if len(vs) >= 2]
+    if repeated:
+        return math.fsum(_sample_variance(vs) for vs in repeated) / len(repeated)
+    if metric == "success":
+        rate = math.fsum(values) / len(values)
+        return rate * (1 - rate)
+    return _sample_variance(values) if len(values) >= 2 else 0.0
+
+
+def _sample_variance(values: Sequence[float]) -> float:
+    mean = math.fsum(values) / len(values)
+    return math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)
+
+
+def pair_env(env: str, base: Iterable[EpisodeRecord], cand: Iterable[EpisodeRecord],
+             metric: str) -> EnvPairs:
+    """Pair one environment's current records of the two runs."""
+    base_by_key = {(r.task_index, r.repeat): r for r in base if r.env == env}
+    cand_by_key = {(r.task_index, r.repeat): r for r in cand if r.env == env}
+    flips = []
+    units: dict[int, tuple[list[float], list[float]]] = {}
+    for key in sorted(set(base_by_key) | set(cand_by_key)):
+        b, c = base_by_key.get(key), cand_by_key.get(key)
+        flip = Flip(task_index=key[0], repeat=key[1], base=state(b), cand=state(c),
+                    base_reward=b.reward if b else None, cand_reward=c.reward if c else None)
+        flips.append(flip)
+        if flip.matched:
+            unit = units.setdefault(key[0], ([], []))
+            unit[0].append(_value(flip.base, flip.base_reward, metric))
+            unit[1].append(_value(flip.cand, flip.cand_reward, metric))
+    return EnvPairs(env=env, metric=metric, flips=tuple(flips),
+                    units={t: (tuple(b), tuple(c)) for t, (b, c) in units.items()},
+                    baseline_variance=baseline_variance(list(base_by_key.values()), metric))

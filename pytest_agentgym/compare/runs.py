@@ -1,0 +1,85 @@
+"""A run directory read for a comparison: its run.json and the episodes it counts.
+
+Anything that is not a readable run directory with results (a path that does
+not exist, a file, an empty directory, no or a corrupt run.json, no episode)
+is a :class:`CompareError` naming the path, the problem and what to give instead.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_agentgym.compare.error import CompareError
+from pytest_agentgym.results import EpisodeRecord, RunInfo, current_records
+from pytest_agentgym.store import RunDir
+
+_GIVE = "give a run directory that holds run.json and episodes.jsonl (e.g. reports/<run_id>)"
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    #: the run directory as it was given
+    given: str
+    path: Path
+    info: RunInfo
+    #: the newest generation of each (env, task, repeat): what the run counts
+    records: tuple[EpisodeRecord, ...]
+
+    @property
+    def keys(self) -> set[tuple[str, int, int]]:
+        return {r.key for r in self.records}
+
+    @property
+    def version(self) -> str | None:
+        return self.info.versions.get("pytest-agentgym")
+
+
+def load_run(run: str | Path | RunDir, role: str) -> LoadedRun:
+    """Read the ``role`` run (``baseline`` or ``candidate``) for a comparison."""
+    run_dir = run if isinstance(run, RunDir) else RunDir(run)
+    given = str(run.path if isinstance(run, RunDir) else run)
+    path = run_dir.path
+    if not path.exists():
+        raise CompareError(f"{role} {given} does not exist; {_GIVE}")
+    if not path.is_dir():
+        raise CompareError(f"{role} {given} is a file, not a run directory; {_GIVE}")
+    if not run_dir.run_file.is_file():
+        what = "is an empty directory" if not any(path.iterdir()) else "has no run.json"
+        raise CompareError(f"{role} {given} {what}: it is not a pytest-agentgym run directory; {_GIVE}")
+    info = _read_info(run_dir, role)
+    if not run_dir.episodes_file.is_file():
+        raise CompareError(f"{role} {given} has no episodes.jsonl: the run recorded no episode "
+                           f"(status {info.status}); compare runs that played episodes")
+    try:
+        records, skipped = run_dir.read_episodes_report()
+    except OSError as exc:
+        raise CompareError(f"{role} {run_dir.episodes_file} cannot be read ({exc.strerror or exc}); "
+                           f"make it readable or {_GIVE}") from None
+    if not records:
+        detail = f" ({len(skipped)} unreadable line(s) skipped, e.g. {skipped[0]})" if skipped else ""
+        raise CompareError(f"{role} {run_dir.episodes_file} holds no readable episode{detail}; "
+                           f"compare runs that played episodes")
+    return LoadedRun(given=given, path=path, info=info, records=tuple(current_records(records)))
+
+
+def _read_info(run_dir: RunDir, role: str) -> RunInfo:
+    where = run_dir.run_file
+    try:
+        data = json.loads(where.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CompareError(f"{role} {where} cannot be read ({exc.strerror or exc}); "
+                           f"make it readable or {_GIVE}") from None
+    except UnicodeDecodeError:
+        raise CompareError(f"{role} {where} is not UTF-8 text: the file is corrupt; {_GIVE}") from None
+    except json.JSONDecodeError as exc:
+        raise CompareError(f"{role} {where} is not valid JSON ({exc.msg} at line {exc.lineno}, "
+                           f"column {exc.colno}): the file is corrupt; {_GIVE}") from None
+    if not isinstance(data, dict):
+        raise CompareError(f"{role} {where} holds a JSON {type(data).__name__}, not a run's settings "
+                           f"object: the file is corrupt; {_GIVE}")
+    try:
+        return RunInfo.from_dict(data)
+    except (TypeError, ValueError) as exc:
+        raise CompareError(f"{role} {where} is not a pytest-agentgym run.json ({exc}); {_GIVE}") from None

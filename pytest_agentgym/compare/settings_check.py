@@ -1,0 +1,87 @@
+"""Whether two runs measured the same thing: the settings that change what an
+episode means, compared before any verdict.
+
+Compared: the task keys of each environment, and per environment the rounds
+allowed, the sampling sent, the prompt's hash and the environment server's
+identity (run.json ``fingerprint``), and the pytest-agentgym version. Not the
+model, the endpoint or the checkpoint: those differ on purpose.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Iterable, Mapping
+
+from pytest_agentgym import fingerprint
+from pytest_agentgym.results import RunInfo
+
+Key = tuple[str, int, int]
+_LABELS = ("in the baseline", "in the candidate")
+_NO_FINGERPRINT = ("{role} has no fingerprint (a run from an older pytest-agentgym): its max rounds, "
+                   "sampling, prompts and servers cannot be checked")
+
+
+def task_ranges(tasks: Iterable[int]) -> str:
+    """``[0, 1, 2, 5, 7, 8]`` -> ``0-2, 5, 7-8``."""
+    ordered = sorted(set(tasks))
+    parts: list[str] = []
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ", ".join(parts)
+
+
+def describe_keys(keys: Iterable[tuple[int, int]]) -> str:
+    """(task, repeat) keys as tasks: ``0-2`` for first repeats, ``0-2 (repeat 2)`` for others."""
+    by_repeat: dict[int, list[int]] = defaultdict(list)
+    for task, repeat in keys:
+        by_repeat[repeat].append(task)
+    return "; ".join(task_ranges(tasks) if repeat == 1 else f"{task_ranges(tasks)} (repeat {repeat})"
+                     for repeat, tasks in sorted(by_repeat.items()))
+
+
+def _task_set_lines(base_keys: set[Key], cand_keys: set[Key]) -> list[str]:
+    lines = []
+    base_envs, cand_envs = {k[0] for k in base_keys}, {k[0] for k in cand_keys}
+    for env in sorted(base_envs | cand_envs):
+        base = {(t, r) for e, t, r in base_keys if e == env}
+        cand = {(t, r) for e, t, r in cand_keys if e == env}
+        if not cand:
+            lines.append(f"{env}: only in the baseline ({len(base)} episode(s)), not in the candidate")
+        elif not base:
+            lines.append(f"{env}: only in the candidate ({len(cand)} episode(s)), not in the baseline")
+        elif base != cand:
+            sides = [f"only in the {role}: {describe_keys(keys)}"
+                     for role, keys in (("baseline", base - cand), ("candidate", cand - base)) if keys]
+            lines.append(f"{env} tasks: " + "; ".join(sides))
+    return lines
+
+
+def settings_differences(base_info: RunInfo, base_keys: set[Key], cand_fingerprint: Mapping[str, Any],
+                         cand_keys: set[Key], cand_version: str | None) -> list[str]:
+    """One readable line per difference between a baseline run and a candidate that
+    makes their episodes incomparable (empty when they measure the same thing).
+
+    ``base_keys`` / ``cand_keys``: the (env, task, repeat) keys of each run (for a run
+    about to start, the collected ones); ``cand_fingerprint``: the candidate's run.json
+    ``fingerprint`` (:func:`pytest_agentgym.fingerprint.build`); ``cand_version``: its
+    pytest-agentgym version. A run without a fingerprint (older runs) gets a line
+    saying its settings cannot be checked.
+    """
+    lines = _task_set_lines(set(base_keys), set(cand_keys))
+    base_fp = base_info.fingerprint or {}
+    for role, fp in (("baseline", base_fp), ("candidate", cand_fingerprint or {})):
+        if not fp.get("envs"):
+            lines.append(_NO_FINGERPRINT.format(role=role))
+    if base_fp.get("envs") and (cand_fingerprint or {}).get("envs"):
+        lines += fingerprint.differences({"envs": base_fp["envs"]}, {"envs": cand_fingerprint["envs"]},
+                                         labels=_LABELS)
+    base_version = base_info.versions.get("pytest-agentgym")
+    if base_version != cand_version:
+        lines.append(f"pytest-agentgym version: {base_version or 'unknown'} {_LABELS[0]}, "
+                     f"{cand_version or 'unknown'} {_LABELS[1]}")
+    return lines

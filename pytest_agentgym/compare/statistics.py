@@ -1,0 +1,181 @@
+"""The statistics of a paired comparison: the test for a drop, the interval of the
+change, Holm's adjustment and the sample size a margin needs.
+
+Every function takes plain numbers (per-task differences, counts of discordant
+keys) and returns plain numbers; scipy and numpy are imported when one runs, never
+at import time. Why these methods, and how well they are calibrated, is in
+docs/compare.md.
+
+Signs: a difference is ``candidate - baseline``, so a drop is negative.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Sequence
+
+#: Monte Carlo draws of the sign-flip test when it cannot be enumerated.
+SIGN_FLIP_DRAWS = 20_000
+#: Seed of those draws: the same runs always give the same p-value.
+SIGN_FLIP_SEED = 20_240_611
+#: Up to this many nonzero differences off a lattice, the sign flips are enumerated.
+ENUMERATE_UP_TO = 16
+#: Lattice tests whose distribution would need more cells than this use Monte Carlo.
+LATTICE_CELLS = 2_000_000
+#: Two numbers closer than this count as equal (representation noise).
+EPS = 1e-9
+
+
+# -- the test for a drop --------------------------------------------------------------------
+
+
+def mcnemar_drop_p(pass_to_fail: int, fail_to_pass: int) -> float:
+    """One-sided exact McNemar p-value for a drop: under "no change" each discordant
+    key is pass->fail with probability 1/2; p = P(at least ``pass_to_fail`` of them)."""
+    discordant = pass_to_fail + fail_to_pass
+    if discordant == 0:
+        return 1.0
+    from scipy.stats import binomtest
+
+    return float(binomtest(pass_to_fail, discordant, 0.5, alternative="greater").pvalue)
+
+
+def _lattice(values: Sequence[float], scales: Sequence[int]) -> list[int] | None:
+    """``values`` as integers on the smallest lattice ``1/L`` (``L`` the least common
+    multiple of ``scales``) when they all lie on it, else None."""
+    step = math.lcm(*scales) if scales else 1
+    ints = [round(v * step) for v in values]
+    if all(abs(i - v * step) < 1e-6 for i, v in zip(ints, values)):
+        return ints
+    return None
+
+
+def sign_flip_drop_p(differences: Sequence[float], lattice: Sequence[int] = ()) -> tuple[float, str]:
+    """One-sided p-value of the sign-flip permutation test for a drop, and how it was
+    computed. Under "no change" every task's difference is as likely with either
+    sign; p = P(sum of randomly signed |d| <= observed sum).
+
+    ``lattice``: the repeat counts behind the differences (success fractions k/m);
+    when every difference is a multiple of 1/lcm(lattice) the null distribution is
+    computed exactly by convolution. Otherwise the signs are enumerated when at
+    most :data:`ENUMERATE_UP_TO` differences are nonzero, else drawn
+    :data:`SIGN_FLIP_DRAWS` times with a fixed seed (p = (1 + hits) / (1 + draws)).
+    """
+    import numpy as np
+
+    nonzero = [d for d in differences if abs(d) > EPS]
+    if not nonzero:
+        return 1.0, "exact (no task changed)"
+    ints = _lattice(nonzero, lattice) if lattice else None
+    if ints is not None and sum(abs(i) for i in ints) * 2 + 1 <= LATTICE_CELLS:
+        total = sum(abs(i) for i in ints)
+        probs = np.zeros(2 * total + 1)
+        probs[total] = 1.0
+        for size in (abs(i) for i in ints):
+            shifted = np.zeros_like(probs)
+            shifted[size:] += 0.5 * probs[:len(probs) - size]
+            shifted[:len(probs) - size] += 0.5 * probs[size:]
+            probs = shifted
+        observed = sum(ints)
+        return float(min(1.0, probs[: observed + total + 1].sum())), "exact"
+    sizes = np.abs(np.asarray(nonzero, dtype=float))
+    observed = float(np.sum(nonzero))
+    tolerance = EPS * max(1.0, float(sizes.sum()))
+    if len(sizes) <= ENUMERATE_UP_TO:
+        signs = np.array(list(itertools.product((1.0, -1.0), repeat=len(sizes))))
+        return float(np.mean(signs @ sizes <= observed + tolerance)), "exact (enumerated)"
+    rng = np.random.default_rng(SIGN_FLIP_SEED)
+    signs = rng.integers(0, 2, size=(SIGN_FLIP_DRAWS, len(sizes)), dtype=np.int8) * 2 - 1
+    hits = int(np.sum(signs @ sizes <= observed + tolerance))
+    return (1 + hits) / (1 + SIGN_FLIP_DRAWS), f"Monte Carlo ({SIGN_FLIP_DRAWS} draws)"
+
+
+def holm(p_values: dict[str, float]) -> dict[str, float]:
+    """Holm's step-down adjustment of a family of p-values (one per environment): the
+    k-th smallest is multiplied by (m - k + 1), and adjusted values never decrease
+    along that order; capped at 1."""
+    ordered = sorted(p_values.items(), key=lambda item: item[1])
+    m, running, adjusted = len(ordered), 0.0, {}
+    for rank, (name, p) in enumerate(ordered):
+        running = max(running, min(1.0, (m - rank) * p))
+        adjusted[name] = running
+    return adjusted
+
+
+# -- the interval of the change ----------------------------------------------------------------
+
+
+def _z(alpha: float) -> float:
+    from scipy.stats import norm
+
+    return float(norm.ppf(1 - alpha / 2))
+
+
+def paired_score_interval(pass_to_fail: int, fail_to_pass: int, n: int, alpha: float) -> tuple[float, float]:
+    """Tango's score interval (1998) for the difference of two paired proportions,
+    ``(fail_to_pass - pass_to_fail) / n``: the values d where the score statistic,
+    with the discordant probabilities re-estimated under "the difference is d", is
+    within the normal quantile. Stays inside [-1, 1]; with no discordant pair it is
+    +-z^2/(n + z^2) (as wide as Wilson's interval for 0 of n), not a single point."""
+    from scipy.optimize import brentq
+
+    b, c, z = pass_to_fail, fail_to_pass, _z(alpha)
+    estimate = (c - b) / n
+
+    def score(d: float) -> float:
+        if abs(d - estimate) < 1e-15:
+            return 0.0
+        linear = d * (2 * n + b - c) - (b + c)
+        q = (-linear + math.sqrt(max(linear * linear + 8 * n * b * d * (1 - d), 0.0))) / (4 * n)
+        variance = 2 * q + d * (1 - d)
+        if variance <= 0:
+            return math.copysign(math.inf, estimate - d)
+        return (estimate - d) * math.sqrt(n / variance)
+
+    edge = 1e-12
+    low = -1.0 if estimate <= -1 + edge or score(-1 + edge) <= z else \
+        brentq(lambda d: score(d) - z, -1 + edge, estimate, xtol=1e-12)
+    high = 1.0 if estimate >= 1 - edge or score(1 - edge) >= -z else \
+        brentq(lambda d: score(d) + z, estimate, 1 - edge, xtol=1e-12)
+    return low, high
+
+
+def t_interval(differences: Sequence[float], alpha: float) -> tuple[float, float] | None:
+    """Student's t interval of the mean difference over tasks; None below two tasks."""
+    n = len(differences)
+    if n < 2:
+        return None
+    from scipy.stats import t
+
+    mean = math.fsum(differences) / n
+    sd = math.sqrt(math.fsum((d - mean) ** 2 for d in differences) / (n - 1))
+    half = float(t.ppf(1 - alpha / 2, n - 1)) * sd / math.sqrt(n)
+    return mean - half, mean + half
+
+
+def fewest_units_for_sign_flip(alpha: float) -> int:
+    """The fewest tasks at which the exact sign-flip test can reject at two-sided
+    ``alpha`` (2 / 2^n < alpha): 6 at alpha 0.05. With fewer no interval can be claimed."""
+    return math.ceil(math.log2(2 / alpha) + EPS)
+
+
+# -- how many tasks a margin needs ---------------------------------------------------------------
+
+
+def tasks_needed(variance_per_episode: float, repeats: int, margin: float, alpha: float, *,
+                 binary: bool) -> int | None:
+    """Paired tasks (each run ``repeats`` times) at which the interval's half-width
+    would drop below ``margin`` when both runs vary like the baseline.
+
+    ``variance_per_episode``: the baseline's variance of one episode's outcome within
+    a task, averaged over tasks. The half-width is about z * sqrt(2 v / (r n)), so
+    n = 2 z^2 v / (r margin^2). For success (``binary``) the score interval is never
+    narrower than z^2 / (N + z^2) with N = n * r keys, so n is at least
+    z^2 (1 - margin) / (margin r). Never below :func:`fewest_units_for_sign_flip`.
+    """
+    z, r = _z(alpha), max(1, repeats)
+    needed = 2 * z * z * max(variance_per_episode, 0.0) / (r * margin * margin)
+    if binary:
+        needed = max(needed, z * z * (1 - margin) / (margin * r))
+    return max(math.ceil(needed - EPS), fewest_units_for_sign_flip(alpha))
