@@ -1,12 +1,13 @@
 """Aggregate gates: per-environment thresholds and comparison with a baseline run.
 
 A suite declares gates such as ``mean_reward >= 0.5`` or ``success_rate >= 0.8``
-per environment; a baseline run adds ``mean_reward >= baseline - max_drop``.
-Each gate gives a :class:`GateVerdict`: ``passed``, ``failed``, or ``error`` when
-the environment's episodes ended in errors more often than its error budget
-allows (``max_error_rate``, default 0.05): a rate computed on the few episodes
-that scored says nothing about the model. Any verdict but ``passed`` makes the
-run's exit status non-zero.
+per environment. Each gate gives a :class:`GateVerdict`: ``passed``, ``failed``,
+or ``error`` when the environment's episodes ended in errors more often than its
+error budget allows (``max_error_rate``, default 0.05): a rate computed on the
+few episodes that scored says nothing about the model. The comparison with a
+baseline run (pytest_agentgym.compare, wired in verdicts.py) gives verdicts of
+the same shape, and one more outcome: ``inconclusive``. Any verdict but
+``passed`` (and ``inconclusive`` unless gates are strict) fails the run.
 
 Comparisons forgive a difference of 1e-9, so that a success rate of 17/20 meets
 ``>= 0.85`` although the two are different floating-point numbers in general.
@@ -67,7 +68,8 @@ class GateVerdict:
     value: float | None
     passed: bool
     detail: str
-    #: passed, failed, or error (the error budget was exceeded: the gate was not judged)
+    #: passed, failed, error (the error budget was exceeded: the gate was not judged), or
+    #: inconclusive (a baseline comparison with too little data; passed unless gates are strict)
     outcome: str = ""
 
     def __post_init__(self) -> None:
@@ -119,23 +121,4 @@ def check(gate: Gate, summary: EnvSummary) -> GateVerdict:
     return GateVerdict(
         summary.env, str(gate), value, passed,
         f"{gate.metric} = {value:.3f} ({'meets' if passed else 'misses'} {gate.op} {gate.threshold:g})",
-    )
-
-
-def check_baseline(
-    summary: EnvSummary, baseline: EnvSummary | None, max_drop: float
-) -> GateVerdict:
-    """``mean_reward >= baseline mean - max_drop``; an environment absent from the
-    baseline passes with a note (there is nothing to regress from)."""
-    gate = f"mean_reward >= baseline - {max_drop:g}"
-    if baseline is None or baseline.mean_reward is None:
-        return GateVerdict(summary.env, gate, summary.mean_reward, True, "not in the baseline run")
-    if summary.mean_reward is None:
-        return GateVerdict(summary.env, gate, None, False, "no scored episode to compare")
-    floor = baseline.mean_reward - max_drop
-    passed = summary.mean_reward >= floor
-    return GateVerdict(
-        summary.env, gate, summary.mean_reward, passed,
-        f"mean_reward = {summary.mean_reward:.3f} vs baseline {baseline.mean_reward:.3f} "
-        f"(floor {floor:.3f}): {'no regression' if passed else 'REGRESSION'}",
     )

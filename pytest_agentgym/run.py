@@ -31,7 +31,7 @@ from pytest_agentgym.ledger import LedgerError, RunLedger, final_status, git_com
 from pytest_agentgym.resources import RunResources
 from pytest_agentgym.results import EpisodeRecord, ErrorInfo, RunInfo
 from pytest_agentgym.store import RunDir, point_latest
-from pytest_agentgym.verdicts import EnvPlan, judge, max_rounds_for, plan_for
+from pytest_agentgym.verdicts import EnvPlan, baseline_verdicts, judge, max_rounds_for, plan_for
 from pytest_agentgym.verdicts import counts as run_counts
 
 
@@ -69,6 +69,10 @@ class EvaluationRun:
         self._finished = False
         self._failed_futures: dict[str, concurrent.futures.Future[EpisodeRecord]] = {}
         self._prefetch = worker_input is None
+        #: (env, task, repeat) of the episodes this run selected (the baseline check compares them)
+        self.planned_keys: set[tuple[str, int, int]] = set()
+        #: the paired comparisons with the baseline made at the end (pytest_agentgym.compare)
+        self.comparisons: list = []
 
     @property
     def run_dir(self) -> RunDir:
@@ -105,8 +109,12 @@ class EvaluationRun:
         """xdist controller: start what the suites under ``paths`` need, before workers start."""
         from pytest_agentgym.collect import suites_under
 
+        from pytest_agentgym.collect import episodes
+
         for suite in suites_under(list(paths), self.settings):
             self.plan_suite(suite, self._node_path(suite.path))
+            self.planned_keys.update((suite.environment, task, repeat) for task, repeat in
+                                     episodes(suite, self.settings.tasks, self.settings.repeat))
         self._begin(list(self.plans))
 
     def _node_path(self, path: Path) -> str:
@@ -167,6 +175,7 @@ class EvaluationRun:
                     f"episode means and differ from the run's:\n  - " + "\n  - ".join(diffs)
                     + "\nrestore them (see the run's run.json, 'command' and 'fingerprint'), or start a "
                       "new run without --agentgym-resume")
+        baseline_note = self._check_baseline(fp, env_names)
         setup_note = (f"no model endpoint: {resources.setup_error.message}",) if chosen is None else ()
         info = RunInfo(
             run_id=s.run_id, started_at=_now(), node=s.node,
@@ -176,7 +185,7 @@ class EvaluationRun:
             command=s.command, seed=s.seed, checkpoint=s.checkpoint,
             settings=settings_snapshot(s), versions=resources.versions(),
             git_commit=git_commit(), baseline=s.baseline, fingerprint=fp,
-            notes=tuple(chosen.notes) if chosen else setup_note,
+            notes=(tuple(chosen.notes) if chosen else setup_note) + baseline_note,
         )
         info = self.ledger.begin(info)
         point_latest(self.run_dir.path.parent, s.run_id)
@@ -190,6 +199,37 @@ class EvaluationRun:
             from pytest_agentgym.events import field_status
 
             resources.publisher.publish(field_status(info, "started", {}))
+
+    def _check_baseline(self, fp: dict[str, Any], env_names: Sequence[str]) -> tuple[str, ...]:
+        """Before any episode: refuse a baseline run whose settings make its episodes
+        incomparable with this run's (task sets, rounds, sampling, prompts, servers,
+        harness version), unless --agentgym-allow-mismatch; then a note lists them."""
+        s = self.settings
+        if not s.baseline or not self.planned_keys:
+            return ()
+        from pytest_agentgym import __version__
+        from pytest_agentgym.compare import CompareError, settings_differences
+        from pytest_agentgym.compare.runs import load_run
+
+        try:
+            base = load_run(s.baseline, "baseline")
+        except CompareError as exc:
+            self.resources.stop()
+            raise LedgerError(f"--agentgym-baseline: {exc}") from None
+        names = set(env_names) & {key[0] for key in base.keys}
+        base_fp = {**base.info.fingerprint,
+                   "envs": {n: v for n, v in (base.info.fingerprint.get("envs") or {}).items() if n in names}}
+        diffs = settings_differences(
+            dataclasses.replace(base.info, fingerprint=base_fp), {k for k in base.keys if k[0] in names},
+            {**fp, "envs": {n: v for n, v in fp["envs"].items() if n in names}},
+            {k for k in self.planned_keys if k[0] in names}, __version__)
+        if diffs and not s.allow_mismatch:
+            self.resources.stop()
+            raise LedgerError(
+                f"--agentgym-baseline={s.baseline}: this run would not measure what the baseline measured:\n  - "
+                + "\n  - ".join(diffs) + "\nrun with the baseline's settings (its run.json has them), or "
+                "compare anyway with --agentgym-allow-mismatch (the verdicts then list these differences)")
+        return (f"compared with baseline {s.baseline} despite: " + "; ".join(diffs),) if diffs else ()
 
     def worker_input(self) -> dict[str, Any]:
         return {**self.resources.worker_input(self.run_dir.path),
@@ -216,6 +256,7 @@ class EvaluationRun:
         kept at once, so the engine runs up to ``concurrency`` of them ahead."""
         for item in items:
             self.plan_suite(item.suite, item.nodeid.split("::")[0])
+        self.planned_keys = {item.key for item in items}
         envs = list(dict.fromkeys(i.suite.environment for i in items))
         if not envs:
             return
@@ -352,6 +393,10 @@ class EvaluationRun:
         self.ledger.release_reserve()  # room for the last writes, whether or not the disk is full
         records = self.ledger.records()
         self.summaries, self.verdicts = judge(records, self.plans, self.settings)
+        if self.settings.baseline:
+            extra, self.comparisons = baseline_verdicts(self.settings.baseline, self.run_dir.path,
+                                                        list(self.summaries), self.plans, self.settings)
+            self.verdicts += extra
         self.status = "crashed" if exitstatus == 3 and not interrupted else final_status(
             records, interrupted=interrupted)
         counts = run_counts(records, self.verdicts, self.ledger.generation)

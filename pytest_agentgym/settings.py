@@ -297,18 +297,20 @@ def _baseline_dir(value: str | None, reports: Path) -> str | None:
     names the run it names before this run starts); anything else is a usage error."""
     if not value:
         return None
+    from pytest_agentgym.compare import CompareError
+    from pytest_agentgym.compare.runs import load_run
     from pytest_agentgym.ledger import LedgerError, resolve_run_dir
-    from pytest_agentgym.store import RunDir
 
     try:
         path = resolve_run_dir(value, reports)
-        run = RunDir(path)
-        run.read_info()
-        if not run.read_episodes():
-            raise LedgerError(f"{path} holds no episode; a baseline needs a run with results")
-    except (LedgerError, OSError, ValueError, TypeError) as exc:
+    except LedgerError:  # say what is wrong with the directory the user most likely meant
+        named = Path(value) if Path(value).exists() or value == "latest" else reports / value
+        path = named if named.exists() else Path(value)
+    try:
+        load_run(path, "baseline")
+    except CompareError as exc:
         raise pytest.UsageError(f"--agentgym-baseline={value}: {exc}") from None
-    return str(path)
+    return str(path.resolve())
 
 
 def _resume_target(values: dict[str, Any], reports: Path) -> tuple[Path | None, str | None]:

@@ -81,7 +81,11 @@ def summary_lines(run: Any) -> list[Line]:
     lines.extend(_table(run.summaries))
     for v in run.verdicts:
         lines.append((f"{v.word}: {v.env} {v.gate}: {v.detail}",
-                      {"green": v.outcome == "passed", "red": v.outcome != "passed"}))
+                      {"green": v.outcome == "passed", "yellow": v.outcome == "inconclusive",
+                       "red": v.outcome in ("failed", "error")}))
+    if any(v.outcome == "inconclusive" for v in run.verdicts):
+        lines.append(("agentgym: an inconclusive comparison does not fail the run; --agentgym-strict-gates "
+                      "makes it fail (see docs/compare.md for how many tasks the margin needs)", {"yellow": True}))
     if not run.asserts_quality and run.summaries:
         lines.append((NO_ASSERTION, {"yellow": True}))
     if run.abort_reason:

@@ -3,9 +3,11 @@
 An :class:`EnvPlan` is what the run's suites ask of one environment (its gates,
 its error budget, the rounds and sampling its episodes get). :func:`judge`
 turns the run's records into per-environment summaries and gate verdicts (the
-error budget and the baseline included); :func:`counts` gives the figures
-run.json and the status event keep. Plain functions: no pytest, no I/O beyond
-reading a baseline run directory.
+error budget included); :func:`baseline_verdicts` compares the run with its
+baseline, paired per task (pytest_agentgym.compare, the code of
+``pytest-agentgym compare``); :func:`counts` gives the figures run.json and the
+status event keep. Plain functions: no pytest, no I/O beyond reading run
+directories.
 """
 
 from __future__ import annotations
@@ -14,9 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from pytest_agentgym.aggregate import EnvSummary, summarize
-from pytest_agentgym.gates import DEFAULT_MAX_ERROR_RATE, Gate, GateVerdict, check_baseline, check_env
-from pytest_agentgym.results import EpisodeRecord, current_records
-from pytest_agentgym.store import RunDir
+from pytest_agentgym.gates import DEFAULT_MAX_ERROR_RATE, Gate, GateVerdict, check_env
+from pytest_agentgym.results import EpisodeRecord
 
 
 @dataclass
@@ -60,21 +61,49 @@ def reward_ranges(settings: Any) -> dict[str, tuple[float, float]]:
 
 def judge(records: Sequence[EpisodeRecord], plans: Mapping[str, EnvPlan], settings: Any
           ) -> tuple[dict[str, EnvSummary], list[GateVerdict]]:
-    """Summaries per environment and every gate verdict: each environment's gates
-    within its error budget, then the comparison with the baseline run, if any."""
-    ranges = reward_ranges(settings)
-    summaries = summarize(records, ranges)
+    """Summaries per environment and the verdicts of each environment's gates within
+    its error budget."""
+    summaries = summarize(records, reward_ranges(settings))
     verdicts: list[GateVerdict] = []
     for env, summary in summaries.items():
         plan = plans.get(env) or EnvPlan()
         verdicts.extend(check_env(summary, plan.gates, plan.max_error_rate))
-    if settings.baseline:
-        base = summarize(current_records(RunDir(settings.baseline).read_episodes()), ranges)
-        for env, summary in summaries.items():
-            verdicts.append(check_baseline(summary, base.get(env), settings.max_drop))
     return summaries, verdicts
 
 
+#: How the comparison's verdicts read as gate outcomes.
+_OUTCOMES = {"ok": "passed", "regressed": "failed", "error": "error", "inconclusive": "inconclusive"}
+
+
+def baseline_verdicts(baseline: str, run_dir: Any, envs: Sequence[str], plans: Mapping[str, EnvPlan],
+                      settings: Any) -> tuple[list[GateVerdict], list[Any]]:
+    """The paired comparison of this run with its baseline, one verdict per environment
+    both runs hold, and the comparisons made (environments that share a metric and an
+    error budget are compared together, Holm-adjusted across them). The settings were
+    checked before the run started, so differences let through are not refused again."""
+    from pytest_agentgym.compare import CompareError, compare_runs
+
+    groups: dict[tuple[str, float], list[str]] = {}
+    for env in envs:
+        plan = plans.get(env) or EnvPlan(baseline_metric=settings.baseline_metric or "success")
+        groups.setdefault((plan.baseline_metric, plan.max_error_rate), []).append(env)
+    verdicts: list[GateVerdict] = []
+    comparisons = []
+    for (metric, budget), names in groups.items():
+        gate = f"baseline {metric}, margin {settings.max_drop:g}"
+        try:
+            comparison = compare_runs(baseline, run_dir, metric=metric, margin=settings.max_drop,
+                                      allow_mismatch=True, max_error_rate=budget, envs=names)
+        except CompareError as exc:
+            verdicts.extend(GateVerdict(env, gate, None, False, f"cannot compare: {exc}", outcome="error")
+                            for env in names)
+            continue
+        comparisons.append(comparison)
+        for env, result in comparison.environments.items():
+            outcome = _OUTCOMES[result.verdict]
+            passed = outcome == "passed" or (outcome == "inconclusive" and not settings.strict_gates)
+            verdicts.append(GateVerdict(env, gate, result.delta, passed, result.line(), outcome=outcome))
+    return verdicts, comparisons
 def counts(records: Sequence[EpisodeRecord], verdicts: Sequence[GateVerdict], generation: int) -> dict[str, int]:
     """What run.json's ``counts`` and the final status event hold."""
     by_outcome = {outcome: sum(1 for r in records if r.outcome == outcome)
@@ -86,4 +115,5 @@ def counts(records: Sequence[EpisodeRecord], verdicts: Sequence[GateVerdict], ge
         "kept": sum(1 for r in records if r.generation < generation),
         "gates_failed": sum(1 for v in verdicts if v.outcome == "failed"),
         "gates_errored": sum(1 for v in verdicts if v.outcome == "error"),
+        "gates_inconclusive": sum(1 for v in verdicts if v.outcome == "inconclusive"),
     }
