@@ -447,8 +447,9 @@ class EvaluationRun:
 
     @property
     def asserts_quality(self) -> bool:
-        """Whether any suite of the run says what a good episode or run is."""
-        return any(plan.asserts for plan in self.plans.values())
+        """Whether anything says what a good episode or run is: a suite's gate or
+        min_reward, or a baseline to compare with."""
+        return bool(self.settings.baseline) or any(plan.asserts for plan in self.plans.values())
 
     def summary_lines(self) -> list[tuple[str, dict[str, bool]]]:
         from pytest_agentgym.terminal import summary_lines
