@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from pathlib import Path
+from typing import Callable, Sequence
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -71,40 +72,38 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("base", metavar="BASE_RUN", help="baseline: a run directory, a run id under "
                                                            "--reports, or latest")
     compare.add_argument("candidate", metavar="CAND_RUN", help="candidate: the same forms as BASE_RUN")
-    compare.add_argument("--metric", choices=("success", "reward"), default="success",
-                         help="success rate or mean reward (default: success)")
-    compare.add_argument("--margin", type=float, default=0.05,
-                         help="the largest drop that is not a regression, in [0, 1] (default: 0.05)")
-    compare.add_argument("--alpha", type=float, default=0.05,
-                         help="significance level, Holm-adjusted across environments (default: 0.05)")
-    compare.add_argument("--max-error-rate", type=float, default=None, metavar="X",
-                         help="share of episodes that may error in either run (default: 0.05)")
+    _judging_options(compare)
     compare.add_argument("--json", action="store_true", help="print only the comparison as JSON")
     compare.add_argument("--strict", action="store_true", help="an inconclusive verdict fails (exit 1)")
-    compare.add_argument("--allow-mismatch", action="store_true",
-                         help="compare runs whose settings differ (the differences are listed)")
-    compare.add_argument("--reports", default="reports", help="where run ids and latest are looked up "
-                                                               "(default: reports)")
-    compare.add_argument("--html", default=None, metavar="FILE", help="also write the compare view")
+    compare.add_argument("--html", default=None, metavar="FILE",
+                         help="also write the compare view: verdicts, flip grid, changed episodes side by side")
+
     return parser
+
+
+def _judging_options(command: argparse.ArgumentParser) -> None:
+    """The options of a paired comparison."""
+    command.add_argument("--metric", choices=("success", "reward"), default="success",
+                         help="success rate or mean reward (default: success)")
+    command.add_argument("--margin", type=float, default=0.05,
+                         help="the largest drop that is not a regression, in [0, 1] (default: 0.05)")
+    command.add_argument("--alpha", type=float, default=0.05,
+                         help="significance level, Holm-adjusted across environments (default: 0.05)")
+    command.add_argument("--max-error-rate", type=float, default=None, metavar="X",
+                         help="share of episodes that may error in either run (default: 0.05)")
+    command.add_argument("--allow-mismatch", action="store_true",
+                         help="compare runs whose settings differ (the differences are listed)")
+    command.add_argument("--reports", default="reports", help="where run ids and latest are looked up "
+                                                               "(default: reports)")
 
 
 def _compare(args: argparse.Namespace) -> int:
     import json
-    from pathlib import Path
 
     from pytest_agentgym.compare import CompareError, compare_runs
     from pytest_agentgym.gates import DEFAULT_MAX_ERROR_RATE
     from pytest_agentgym.ledger import LedgerError, resolve_run_dir
 
-    write_html = None
-    if args.html is not None:
-        try:
-            from pytest_agentgym.compare.view import write_compare_html as write_html
-        except ImportError:
-            print("pytest-agentgym compare: --html is not available yet (the HTML compare view is not "
-                  "part of this version); leave out --html, or use --json", file=sys.stderr)
-            return 2
     reports = Path(args.reports)
     try:
         base = resolve_run_dir(args.base, reports)
@@ -116,8 +115,13 @@ def _compare(args: argparse.Namespace) -> int:
     except (LedgerError, CompareError) as exc:
         print(f"pytest-agentgym compare: {exc}", file=sys.stderr)
         return 2
-    if write_html is not None:
-        write_html(comparison, args.html)
+    if args.html is not None:
+        from pytest_agentgym.report.compare_view import write_compare_html
+
+        written = _write_html("compare", args.html, lambda target: write_compare_html(comparison, target))
+        if written is None:
+            return 2
+        print(f"compare view: {written}", file=sys.stderr if args.json else sys.stdout)
     if args.json:
         print(json.dumps(comparison.to_json(), indent=2, ensure_ascii=False))
     else:
@@ -127,6 +131,21 @@ def _compare(args: argparse.Namespace) -> int:
         print(f"compare: {comparison.verdict.upper()} ({comparison.candidate_run_id} against "
               f"{comparison.base_run_id})")
     return comparison.exit_code(strict=args.strict)
+
+
+def _write_html(command: str, path: str, write: Callable[[Path], Path]) -> Path | None:
+    """``write(path)`` a page for --html; None after saying on stderr why it could not be written."""
+    target = Path(path)
+    if target.is_dir():
+        print(f"pytest-agentgym {command}: --html {path} is a directory; give the path of the "
+              f"page to write (e.g. {target / (command + '.html')})", file=sys.stderr)
+        return None
+    try:
+        return write(target)
+    except OSError as exc:
+        print(f"pytest-agentgym {command}: cannot write --html {path} ({exc.strerror or exc}); "
+              f"give a path in a writable directory", file=sys.stderr)
+        return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
