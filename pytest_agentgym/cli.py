@@ -11,6 +11,8 @@
     pytest-agentgym compare BASE_RUN CAND_RUN        judge a candidate run against a baseline run
                    [--metric success|reward] [--margin X] [--alpha A] [--json] [--strict]
                    [--allow-mismatch] [--reports DIR] [--html FILE]
+    pytest-agentgym trend RUN_DIR...                 runs across checkpoints, per environment
+                   [--metric success|reward] [--margin X] [--alpha A] [--html FILE]
 
 Each subcommand is a thin shell over a module that the plugin uses too.
 """
@@ -78,11 +80,21 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--html", default=None, metavar="FILE",
                          help="also write the compare view: verdicts, flip grid, changed episodes side by side")
 
+    trend = sub.add_parser(
+        "trend", help="runs across checkpoints: per environment, each against the previous and the best so far",
+        description="Orders the runs by their checkpoint's step (when every checkpoint path ends in a number), "
+                    "else by start time, and prints per environment each run's success rate and mean reward "
+                    "with their intervals and its verdict against the previous run and the best run so far "
+                    "(docs/compare.md). Exit 0, 1 when the last run regressed against either, 2 bad input.")
+    trend.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories, run ids under --reports, or latest")
+    _judging_options(trend)
+    trend.add_argument("--html", default=None, metavar="FILE",
+                       help="also write a page with line charts (interval bands) and the same tables")
     return parser
 
 
 def _judging_options(command: argparse.ArgumentParser) -> None:
-    """The options of a paired comparison."""
+    """The options of a paired comparison, shared by compare and trend."""
     command.add_argument("--metric", choices=("success", "reward"), default="success",
                          help="success rate or mean reward (default: success)")
     command.add_argument("--margin", type=float, default=0.05,
@@ -148,6 +160,30 @@ def _write_html(command: str, path: str, write: Callable[[Path], Path]) -> Path 
         return None
 
 
+def _trend(args: argparse.Namespace) -> int:
+    from pytest_agentgym.compare import CompareError
+    from pytest_agentgym.gates import DEFAULT_MAX_ERROR_RATE
+    from pytest_agentgym.ledger import LedgerError, resolve_run_dir
+    from pytest_agentgym.report.trend import build_trend, write_trend_html
+
+    reports = Path(args.reports)
+    try:
+        runs = [resolve_run_dir(run, reports) for run in args.runs]
+        trend = build_trend(
+            runs, metric=args.metric, margin=args.margin, alpha=args.alpha, allow_mismatch=args.allow_mismatch,
+            max_error_rate=DEFAULT_MAX_ERROR_RATE if args.max_error_rate is None else args.max_error_rate)
+    except (LedgerError, CompareError) as exc:
+        print(f"pytest-agentgym trend: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(trend.lines()))
+    if args.html is not None:
+        written = _write_html("trend", args.html, lambda target: write_trend_html(trend, target))
+        if written is None:
+            return 2
+        print(f"trend page: {written}")
+    return trend.exit_code()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "serve":
@@ -183,6 +219,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return publish_outbox_cli(args.run_dir, url=args.nats, create_stream=args.create_stream)
     if args.command == "compare":
         return _compare(args)
+    if args.command == "trend":
+        return _trend(args)
     raise AssertionError(args.command)
 
 
