@@ -304,3 +304,40 @@ def test_the_first_divergent_turn_and_what_differs():
     # Feedback and reward are not what the model did: they do not count.
     e = (a[0], make_turn(1, observation="o1", reply="r1", action="a1", feedback="else", reward=1.0))
     assert first_divergence(a, e) is None
+
+
+# --------------------------------------------------------------------------- real runs of the reference agent
+
+
+def test_a_real_run_with_a_baseline_reports_its_flips(pytester):
+    """The reference agent on Maze 0-5, then its random policy with the first run as
+    baseline: the second run's report (written by the plugin) has the compare view."""
+    from projects import NODE, make_project, run, suite
+
+    reference = make_project(pytester)
+    random_policy = pytester.path / "nodes" / "random.yaml"
+    random_policy.write_text(NODE.format(policy="random", latency_ms=0))
+    suite(pytester, "maze", "environment: Maze\ntasks: 0-5\n")
+    common = ("suites", "--agentgym-no-nats")
+    first = run(pytester, *common, f"--agentgym-node={reference}", "--agentgym-run-id=ref")
+    assert first.ret == 0, first.stdout.str()
+    run(pytester, *common, f"--agentgym-node={random_policy}", "--agentgym-run-id=rand",
+        "--agentgym-baseline=ref", "--agentgym-max-drop=0.1")  # its exit status is the gates' business
+    reports = pytester.path / "reports"
+    html = (reports / "rand" / "report.html").read_text(encoding="utf-8")
+    page = parse(html)
+
+    expected = compare_runs(reports / "ref", reports / "rand", margin=0.1)
+    maze = expected.environments["Maze"]
+    assert str(escape(maze.line())) in html and "(margin 0.1)" in html
+    lost = [f for f in maze.flips if (f.base, f.cand) == ("pass", "fail")]
+    assert lost, "the random policy lost no Maze task against the reference agent"
+    grid = grid_classes(page)["Maze"]
+    assert sorted(t for t, (cls, _) in grid.items() if cls == "flip-pass-fail") == [f.task_index for f in lost]
+    data = data_of(page)
+    chunks = pair_records(page)
+    for flip in lost:
+        pair = data["pairs"][f"Maze:{flip.task_index}:r{flip.repeat}"]
+        base, cand = (chunks[side["c"]][side["p"]] for side in (pair["b"], pair["c"]))
+        assert base["model"] != cand["model"] or base["turns"] != cand["turns"]
+        assert pair["d"] is not None and pair["d"]["position"] < len(base["turns"])
