@@ -195,6 +195,10 @@ def test_the_report_has_the_compare_section_when_its_baseline_is_readable(tmp_pa
     assert set(data_of(page)["pairs"]) == {"BabyAI:1:r0", "BabyAI:4:r0", "BabyAI:8:r0", "Maze:1:r1", "Maze:2:r1"}
     runnable = [text for attrs, text in page.scripts if "type" not in attrs]
     assert len(runnable) == 1 and "AgentgymTrajectory" in runnable[0] and "#pair=" in runnable[0]
+    # The run's own comparison, when the caller has it, is what the section shows.
+    given = compare_runs(base.path, cand.path, margin=0.3, max_error_rate=0.2)
+    html = render_run_dir(cand.path, output=tmp_path / "given.html", comparison=given).read_text(encoding="utf-8")
+    assert "(margin 0.3)" in html and "(margin 0.2)" not in html
 
     # No baseline: no section, no compare script. A baseline that is gone: a note, no section.
     alone = paired_run(tmp_path, "alone", BASE)

@@ -155,21 +155,22 @@ def write_compare_html(comparison: Comparison, path: str | Path, *, compress: bo
     return write_page(parts, Path(path))
 
 
-def baseline_view(info: RunInfo, run_path: Path, baseline: Path,
-                  compress: bool | None = None) -> tuple[CompareView | None, str]:
-    """The report's compare section: this run against its baseline, judged as the run's
-    settings in run.json say (``baseline_metric``, ``max_drop``, ``max_error_rate``;
-    else success, 0.05, 0.05). Settings that differ are let through and listed (the
-    run itself refused them unless it was told to allow them). Returns (view, "") or
-    (None, why there is no view)."""
+def baseline_view(info: RunInfo, run_path: Path, baseline: Path | None, compress: bool | None = None, *,
+                  comparison: Comparison | None = None) -> tuple[CompareView | None, str]:
+    """The report's compare section: ``comparison`` when given (the run's own), else
+    this run against ``baseline``, judged as the run's settings in run.json say
+    (``baseline_metric``, ``max_drop``, ``max_error_rate``; else success, 0.05,
+    0.05). Settings that differ are let through and listed (the run itself refused
+    them unless it was told to allow them). Returns (view, "") or (None, why there
+    is no view)."""
     settings = info.settings or {}
-    metric = settings.get("baseline_metric") or "success"
-    margin = settings.get("max_drop")
-    rate = settings.get("max_error_rate")
+    margin, rate = settings.get("max_drop"), settings.get("max_error_rate")
     try:
-        comparison = compare_runs(baseline, run_path, metric=metric, margin=0.05 if margin is None else margin,
-                                  max_error_rate=DEFAULT_MAX_ERROR_RATE if rate is None else rate,
-                                  allow_mismatch=True)
+        if comparison is None:
+            comparison = compare_runs(
+                baseline if baseline is not None else Path(info.baseline or ""), run_path,
+                metric=settings.get("baseline_metric") or "success", margin=0.05 if margin is None else margin,
+                max_error_rate=DEFAULT_MAX_ERROR_RATE if rate is None else rate, allow_mismatch=True)
         return build_view(comparison, compress=compress), ""
     except (CompareError, OSError) as exc:
-        return None, f"this run could not be compared with its baseline {baseline}: {exc}"
+        return None, f"this run could not be compared with its baseline {baseline or info.baseline}: {exc}"

@@ -67,11 +67,14 @@ _TEMPLATES = resources.files("pytest_agentgym.report") / "templates"
 
 
 def render_run_dir(run_dir: str | Path, output: str | Path | None = None, *,
-                   compress: bool | None = None) -> Path:
+                   compress: bool | None = None, comparison: Any = None) -> Path:
     """Write the report of ``run_dir`` to ``output`` (default ``RUN_DIR/report.html``).
 
     ``compress``: None picks gzip for large runs (see :data:`COMPRESS_ABOVE`);
-    True or False forces it on or off. Returns the path written.
+    True or False forces it on or off. ``comparison``: the run's
+    :class:`~pytest_agentgym.compare.Comparison` with its baseline when the caller
+    has it (the run's own gate); else the report compares the run with the
+    baseline named in run.json. Returns the path written.
     """
     run = RunDir(run_dir)
     info = run.read_info()
@@ -79,10 +82,11 @@ def render_run_dir(run_dir: str | Path, output: str | Path | None = None, *,
     episodes = current_records(episodes)  # a resumed run: the newest generation of each episode
     baseline, baseline_note = load_baseline(info, run.path)
     compare, compare_note = None, ""
-    if baseline is not None:
+    if baseline is not None or comparison is not None:
         from pytest_agentgym.report.compare_view import baseline_view  # it imports this module
 
-        compare, compare_note = baseline_view(info, run.path, find_baseline_dir(info, run.path), compress)
+        compare, compare_note = baseline_view(info, run.path, find_baseline_dir(info, run.path), compress,
+                                              comparison=comparison)
     parts = page_parts(info, episodes, baseline=baseline, baseline_note=baseline_note,
                        compress=compress, source=str(run.path), skipped=[str(line) for line in skipped],
                        compare=compare, compare_note=compare_note)
