@@ -11,6 +11,8 @@
     pytest-agentgym compare BASE_RUN CAND_RUN        judge a candidate run against a baseline run
                    [--metric success|reward] [--margin X] [--alpha A] [--json] [--strict]
                    [--allow-mismatch] [--reports DIR] [--html FILE]
+    pytest-agentgym trend RUN_DIR...                 runs across checkpoints, per environment
+                   [--metric success|reward] [--margin X] [--alpha A] [--html FILE]
 
 Each subcommand is a thin shell over a module that the plugin uses too.
 """
@@ -19,7 +21,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from pathlib import Path
+from typing import Callable, Sequence
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -71,40 +74,48 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("base", metavar="BASE_RUN", help="baseline: a run directory, a run id under "
                                                            "--reports, or latest")
     compare.add_argument("candidate", metavar="CAND_RUN", help="candidate: the same forms as BASE_RUN")
-    compare.add_argument("--metric", choices=("success", "reward"), default="success",
-                         help="success rate or mean reward (default: success)")
-    compare.add_argument("--margin", type=float, default=0.05,
-                         help="the largest drop that is not a regression, in [0, 1] (default: 0.05)")
-    compare.add_argument("--alpha", type=float, default=0.05,
-                         help="significance level, Holm-adjusted across environments (default: 0.05)")
-    compare.add_argument("--max-error-rate", type=float, default=None, metavar="X",
-                         help="share of episodes that may error in either run (default: 0.05)")
+    _judging_options(compare)
     compare.add_argument("--json", action="store_true", help="print only the comparison as JSON")
     compare.add_argument("--strict", action="store_true", help="an inconclusive verdict fails (exit 1)")
-    compare.add_argument("--allow-mismatch", action="store_true",
-                         help="compare runs whose settings differ (the differences are listed)")
-    compare.add_argument("--reports", default="reports", help="where run ids and latest are looked up "
-                                                               "(default: reports)")
-    compare.add_argument("--html", default=None, metavar="FILE", help="also write the compare view")
+    compare.add_argument("--html", default=None, metavar="FILE",
+                         help="also write the compare view: verdicts, flip grid, changed episodes side by side")
+
+    trend = sub.add_parser(
+        "trend", help="runs across checkpoints: per environment, each against the previous and the best so far",
+        description="Orders the runs by their checkpoint's step (when every checkpoint path ends in a number), "
+                    "else by start time, and prints per environment each run's success rate and mean reward "
+                    "with their intervals and its verdict against the previous run and the best run so far "
+                    "(docs/compare.md). Exit 0, 1 when the last run regressed against either, 2 bad input.")
+    trend.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories, run ids under --reports, or latest")
+    _judging_options(trend)
+    trend.add_argument("--html", default=None, metavar="FILE",
+                       help="also write a page with line charts (interval bands) and the same tables")
     return parser
+
+
+def _judging_options(command: argparse.ArgumentParser) -> None:
+    """The options of a paired comparison, shared by compare and trend."""
+    command.add_argument("--metric", choices=("success", "reward"), default="success",
+                         help="success rate or mean reward (default: success)")
+    command.add_argument("--margin", type=float, default=0.05,
+                         help="the largest drop that is not a regression, in [0, 1] (default: 0.05)")
+    command.add_argument("--alpha", type=float, default=0.05,
+                         help="significance level, Holm-adjusted across environments (default: 0.05)")
+    command.add_argument("--max-error-rate", type=float, default=None, metavar="X",
+                         help="share of episodes that may error in either run (default: 0.05)")
+    command.add_argument("--allow-mismatch", action="store_true",
+                         help="compare runs whose settings differ (the differences are listed)")
+    command.add_argument("--reports", default="reports", help="where run ids and latest are looked up "
+                                                               "(default: reports)")
 
 
 def _compare(args: argparse.Namespace) -> int:
     import json
-    from pathlib import Path
 
     from pytest_agentgym.compare import CompareError, compare_runs
     from pytest_agentgym.gates import DEFAULT_MAX_ERROR_RATE
     from pytest_agentgym.ledger import LedgerError, resolve_run_dir
 
-    write_html = None
-    if args.html is not None:
-        try:
-            from pytest_agentgym.compare.view import write_compare_html as write_html
-        except ImportError:
-            print("pytest-agentgym compare: --html is not available yet (the HTML compare view is not "
-                  "part of this version); leave out --html, or use --json", file=sys.stderr)
-            return 2
     reports = Path(args.reports)
     try:
         base = resolve_run_dir(args.base, reports)
@@ -116,8 +127,13 @@ def _compare(args: argparse.Namespace) -> int:
     except (LedgerError, CompareError) as exc:
         print(f"pytest-agentgym compare: {exc}", file=sys.stderr)
         return 2
-    if write_html is not None:
-        write_html(comparison, args.html)
+    if args.html is not None:
+        from pytest_agentgym.report.compare_view import write_compare_html
+
+        written = _write_html("compare", args.html, lambda target: write_compare_html(comparison, target))
+        if written is None:
+            return 2
+        print(f"compare view: {written}", file=sys.stderr if args.json else sys.stdout)
     if args.json:
         print(json.dumps(comparison.to_json(), indent=2, ensure_ascii=False))
     else:
@@ -127,6 +143,45 @@ def _compare(args: argparse.Namespace) -> int:
         print(f"compare: {comparison.verdict.upper()} ({comparison.candidate_run_id} against "
               f"{comparison.base_run_id})")
     return comparison.exit_code(strict=args.strict)
+
+
+def _write_html(command: str, path: str, write: Callable[[Path], Path]) -> Path | None:
+    """``write(path)`` a page for --html; None after saying on stderr why it could not be written."""
+    target = Path(path)
+    if target.is_dir():
+        print(f"pytest-agentgym {command}: --html {path} is a directory; give the path of the "
+              f"page to write (e.g. {target / (command + '.html')})", file=sys.stderr)
+        return None
+    try:
+        return write(target)
+    except OSError as exc:
+        print(f"pytest-agentgym {command}: cannot write --html {path} ({exc.strerror or exc}); "
+              f"give a path in a writable directory", file=sys.stderr)
+        return None
+
+
+def _trend(args: argparse.Namespace) -> int:
+    from pytest_agentgym.compare import CompareError
+    from pytest_agentgym.gates import DEFAULT_MAX_ERROR_RATE
+    from pytest_agentgym.ledger import LedgerError, resolve_run_dir
+    from pytest_agentgym.report.trend import build_trend, write_trend_html
+
+    reports = Path(args.reports)
+    try:
+        runs = [resolve_run_dir(run, reports) for run in args.runs]
+        trend = build_trend(
+            runs, metric=args.metric, margin=args.margin, alpha=args.alpha, allow_mismatch=args.allow_mismatch,
+            max_error_rate=DEFAULT_MAX_ERROR_RATE if args.max_error_rate is None else args.max_error_rate)
+    except (LedgerError, CompareError) as exc:
+        print(f"pytest-agentgym trend: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(trend.lines()))
+    if args.html is not None:
+        written = _write_html("trend", args.html, lambda target: write_trend_html(trend, target))
+        if written is None:
+            return 2
+        print(f"trend page: {written}")
+    return trend.exit_code()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -164,6 +219,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return publish_outbox_cli(args.run_dir, url=args.nats, create_stream=args.create_stream)
     if args.command == "compare":
         return _compare(args)
+    if args.command == "trend":
+        return _trend(args)
     raise AssertionError(args.command)
 
 

@@ -376,9 +376,9 @@ def test_the_command_exits_0_1_2_and_prints_json(tmp_path, capsys):
     assert "'nowhere' is not a run directory" in capsys.readouterr().err
     assert cli(["compare", "base", "same", "--margin", "-5", *r]) == 2
     assert "margin must be a number in [0, 1], not -5.0" in capsys.readouterr().err
-    assert cli(["compare", "base", "same", "--html", str(tmp_path / "c.html"), *r]) == 2
-    assert "--html is not available yet" in capsys.readouterr().err
-    assert not (tmp_path / "c.html").exists()
+    assert cli(["compare", "base", "same", "--html", str(tmp_path / "c.html"), *r]) == 0
+    assert f"compare view: {tmp_path / 'c.html'}" in capsys.readouterr().out  # tests/test_compare_view.py
+    assert (tmp_path / "c.html").is_file()
 
 
 # -- real runs of the reference agent ---------------------------------------------------------------------------

@@ -110,8 +110,9 @@ def test_markup_from_models_and_servers_is_escaped(tmp_path, compress):
     assert "&lt;i&gt;fallback&lt;/i&gt; endpoint used" in html
     assert "&lt;b&gt;meets&lt;/b&gt;" in html
 
-    # Exactly one script runs: ours, unchanged. The rest are data blocks.
-    shipped = (resources.files("pytest_agentgym.report") / "templates" / "report.js").read_text(encoding="utf-8")
+    # Exactly one script runs: ours (trajectory.js, then report.js), unchanged. The rest are data blocks.
+    shipped = "\n".join((resources.files("pytest_agentgym.report") / "templates" / name).read_text(encoding="utf-8")
+                        for name in ("trajectory.js", "report.js"))
     runnable = [text for attrs, text in page.scripts if "type" not in attrs]
     assert runnable == ["\n" + shipped + "\n"]
     assert {attrs["type"] for attrs, _ in page.scripts if "type" in attrs} <= {

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import jinja2
 from markupsafe import Markup
@@ -67,20 +67,34 @@ _TEMPLATES = resources.files("pytest_agentgym.report") / "templates"
 
 
 def render_run_dir(run_dir: str | Path, output: str | Path | None = None, *,
-                   compress: bool | None = None) -> Path:
+                   compress: bool | None = None, comparison: Any = None) -> Path:
     """Write the report of ``run_dir`` to ``output`` (default ``RUN_DIR/report.html``).
 
     ``compress``: None picks gzip for large runs (see :data:`COMPRESS_ABOVE`);
-    True or False forces it on or off. Returns the path written.
+    True or False forces it on or off. ``comparison``: the run's
+    :class:`~pytest_agentgym.compare.Comparison` with its baseline when the caller
+    has it (the run's own gate); else the report compares the run with the
+    baseline named in run.json. Returns the path written.
     """
     run = RunDir(run_dir)
     info = run.read_info()
     episodes, skipped = run.read_episodes_report()
     episodes = current_records(episodes)  # a resumed run: the newest generation of each episode
     baseline, baseline_note = load_baseline(info, run.path)
+    compare, compare_note = None, ""
+    if baseline is not None or comparison is not None:
+        from pytest_agentgym.report.compare_view import baseline_view  # it imports this module
+
+        compare, compare_note = baseline_view(info, run.path, find_baseline_dir(info, run.path), compress,
+                                              comparison=comparison)
     parts = page_parts(info, episodes, baseline=baseline, baseline_note=baseline_note,
-                       compress=compress, source=str(run.path), skipped=[str(line) for line in skipped])
-    target = Path(output) if output is not None else run.path / REPORT_FILE
+                       compress=compress, source=str(run.path), skipped=[str(line) for line in skipped],
+                       compare=compare, compare_note=compare_note)
+    return write_page(parts, Path(output) if output is not None else run.path / REPORT_FILE)
+
+
+def write_page(parts: Iterable[str], target: Path) -> Path:
+    """Write a page's pieces to ``target`` (through a temporary file, then renamed)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + ".tmp")
     with tmp.open("w", encoding="utf-8") as handle:
@@ -89,26 +103,35 @@ def render_run_dir(run_dir: str | Path, output: str | Path | None = None, *,
     return target
 
 
-def load_baseline(info: RunInfo, run_path: Path) -> tuple[dict[str, EnvSummary] | None, str]:
-    """Summaries of the baseline run named in ``run.json``, if it can still be read.
+def find_baseline_dir(info: RunInfo, run_path: Path) -> Path | None:
+    """The baseline run directory named in ``run.json``, if it is still there.
 
     A relative path is tried from the working directory, then next to the run
-    directory. When it cannot be read the report says so and shows only the
-    baseline gate verdicts recorded in ``run.json``.
+    directory.
     """
     if not info.baseline:
-        return None, ""
+        return None
     given = Path(info.baseline)
     candidates = [given] if given.is_absolute() else [given, run_path.parent / given,
                                                       run_path.parent / given.name]
-    for candidate in candidates:
-        if (candidate / "run.json").is_file():
-            try:
-                return summarize(current_records(RunDir(candidate).read_episodes())), ""
-            except (OSError, ValueError) as exc:
-                return None, f"baseline run {candidate} could not be read ({exc})"
-    return None, (f"baseline run {info.baseline} was not found from here; "
-                  "showing the baseline verdicts recorded in run.json only")
+    return next((candidate for candidate in candidates if (candidate / "run.json").is_file()), None)
+
+
+def load_baseline(info: RunInfo, run_path: Path) -> tuple[dict[str, EnvSummary] | None, str]:
+    """Summaries of the baseline run named in ``run.json``, if it can still be read
+    (see :func:`find_baseline_dir`). When it cannot be read the report says so and
+    shows only the baseline gate verdicts recorded in ``run.json``.
+    """
+    if not info.baseline:
+        return None, ""
+    found = find_baseline_dir(info, run_path)
+    if found is None:
+        return None, (f"baseline run {info.baseline} was not found from here; "
+                      "showing the baseline verdicts recorded in run.json only")
+    try:
+        return summarize(current_records(RunDir(found).read_episodes())), ""
+    except (OSError, ValueError) as exc:
+        return None, f"baseline run {found} could not be read ({exc})"
 
 
 def success_of(record: EpisodeRecord) -> str:
@@ -347,6 +370,11 @@ def _asset(name: str) -> Markup:
     return Markup(text)
 
 
+def _assets(*names: str) -> Markup:
+    """Shipped CSS or JS files inlined one after another (see :func:`_asset`)."""
+    return Markup("\n".join(_asset(name) for name in names))
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("pytest_agentgym.report", "templates"),
@@ -367,12 +395,16 @@ def render_html(info: RunInfo, episodes: Sequence[EpisodeRecord], **options: Any
 
 def page_parts(info: RunInfo, episodes: Sequence[EpisodeRecord], *,
                baseline: dict[str, EnvSummary] | None = None, baseline_note: str = "",
-               compress: bool | None = None, source: str = "", skipped: Sequence[str] = ()) -> Iterator[str]:
+               compress: bool | None = None, source: str = "", skipped: Sequence[str] = (),
+               compare: Any = None, compare_note: str = "") -> Iterator[str]:
     """The report page as a stream of text pieces (see the module docstring for its parts).
 
     ``baseline`` holds the baseline run's summaries (see :func:`load_baseline`),
     ``source`` the run directory, shown with the command that renders it again,
-    ``skipped`` the lines of episodes.jsonl that could not be read (shown as a notice).
+    ``skipped`` the lines of episodes.jsonl that could not be read (shown as a notice),
+    ``compare`` the compare view against the baseline
+    (:class:`~pytest_agentgym.report.compare_view.CompareView`), or ``compare_note``
+    saying why there is none.
     """
     info = RunInfo.from_dict(redact_data(info.to_dict()))
     envs = _env_order(info, episodes)
@@ -393,7 +425,9 @@ def page_parts(info: RunInfo, episodes: Sequence[EpisodeRecord], *,
         legend=charts.outcome_legend(), episodes=episodes, listing=list(zip(index, episodes)),
         outcomes=outcomes, skipped=[redact_text(line) for line in skipped],
         chunks=chunks, index_json=script_json(index), meta_json=script_json(meta),
-        style=_asset("report.css"), script=_asset("report.js"), source=source,
+        compare=compare, compare_note=compare_note,
+        style=_assets("report.css", *(("compare.css",) if compare else ())),
+        script=_assets("trajectory.js", "report.js", *(("compare.js",) if compare else ())), source=source,
         rerender=f"pytest-agentgym report {source}" if source else "pytest-agentgym report RUN_DIR",
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
     )

@@ -3,7 +3,8 @@
  * Data comes from <script type="application/json"> blocks written by render.py:
  * #report-meta, #episode-index (one small object per episode) and the
  * .trajectory-chunk blocks (plain JSON, or gzip + base64 for big runs), which
- * are read only when an episode is opened. All data is written into the page
+ * are read only when an episode is opened (through trajectory.js, which also
+ * draws the turns). All data is written into the page
  * with textContent; handlers are attached to elements here, never built from data.
  * Opening "#episode=<encoded id>" shows that episode; document.body gets
  * data-trajectory="<id>" once it is drawn (tests and scripts can wait on it).
@@ -11,6 +12,7 @@
 (function () {
   "use strict";
 
+  var T = AgentgymTrajectory, el = T.el, fmt = T.fmt;  // trajectory.js, inlined before this script
   var meta = JSON.parse(document.getElementById("report-meta").textContent);
   var rows = JSON.parse(document.getElementById("episode-index").textContent);
   var byId = new Map();
@@ -23,23 +25,9 @@
     var key = row.e + ":" + row.t, worst = worstOfTask.get(key);
     if (!worst || rank[row.o] < rank[worst.o]) worstOfTask.set(key, row);
   });
-  var F = {};
-  meta.turn_fields.forEach(function (name, n) { F[name] = n; });
-
+  var F = T.fields(meta.turn_fields);
   var state = { key: null, dir: 1, page: 0, view: rows };
 
-  /* ------------------------------------------------------------ small DOM helpers */
-
-  function el(tag, cls, text) {
-    var node = document.createElement(tag);
-    if (cls) node.className = cls;
-    if (text !== undefined && text !== null) node.textContent = String(text);
-    return node;
-  }
-  function fmt(value, digits) {
-    if (value === null || value === undefined) return "—";
-    return typeof value === "number" ? value.toFixed(digits === undefined ? 3 : digits) : String(value);
-  }
   function fragmentFor(id) { return "#episode=" + encodeURIComponent(id); }
 
   /* ------------------------------------------------------------ episode table */
@@ -162,33 +150,6 @@
     });
   });
 
-  /* ------------------------------------------------------------ trajectory chunks */
-
-  var chunkCache = new Map();
-
-  function inflate(base64) {
-    if (typeof DecompressionStream === "undefined") {
-      return Promise.reject(new Error(
-        "this browser has no DecompressionStream, which this large report needs to unpack " +
-        "trajectories; open it in a browser from 2023 or later, or render it again without " +
-        "compression (render_run_dir(..., compress=False))"));
-    }
-    var binary = atob(base64), bytes = new Uint8Array(binary.length);
-    for (var n = 0; n < binary.length; n++) bytes[n] = binary.charCodeAt(n);
-    var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
-    return new Response(stream).text();
-  }
-
-  function loadChunk(number) {
-    if (!chunkCache.has(number)) {
-      var node = document.getElementById("chunk-" + number);
-      var text = node.dataset.encoding === "json" ? Promise.resolve(node.textContent)
-                                                   : inflate(node.textContent.trim());
-      chunkCache.set(number, text.then(JSON.parse));
-    }
-    return chunkCache.get(number);
-  }
-
   /* ------------------------------------------------------------ trajectory view */
 
   var panel = document.getElementById("trajectory");
@@ -202,53 +163,6 @@
     list.appendChild(item);
   }
 
-  function errorBox(error, heading, cls) {
-    var box = el("div", "error-box " + (cls || ""));
-    box.appendChild(el("strong", null, heading + ": " + error.type + " (from the " + error.where + ")"));
-    box.appendChild(el("pre", null, error.message));
-    return box;
-  }
-
-  function textBlock(label, text, cls) {
-    var block = el("div", "block " + (cls || ""));
-    block.appendChild(el("div", "block-label", label));
-    block.appendChild(el("pre", null, text));
-    return block;
-  }
-
-  function drawTurn(turn, previous) {
-    var card = el("article", "turn" + (turn[F.action] === null ? " rejected" : "") + (turn[F.done] ? " final" : ""));
-    var head = el("div", "turn-head");
-    head.appendChild(el("strong", null, "Turn " + turn[F.index]));
-    head.appendChild(el("span", "chip", "reward " + fmt(turn[F.reward])));
-    if (turn[F.score] !== null) head.appendChild(el("span", "chip", "score " + fmt(turn[F.score])));
-    if (turn[F.done]) head.appendChild(el("span", "chip done", "done"));
-    head.appendChild(el("span", "chip", "model " + fmt(turn[F.model_latency_s], 2) + " s"));
-    head.appendChild(el("span", "chip", "env " + fmt(turn[F.env_latency_s], 2) + " s"));
-    if (turn[F.prompt_tokens] !== null || turn[F.completion_tokens] !== null) {
-      head.appendChild(el("span", "chip", "tokens " + fmt(turn[F.prompt_tokens], 0) + " in / " +
-                                         fmt(turn[F.completion_tokens], 0) + " out"));
-    }
-    card.appendChild(head);
-    if (turn[F.observation] === null) {  // stored once: it repeats the previous turn's feedback
-      card.appendChild(el("div", "dim", "Observation: the feedback of turn " +
-                                        (previous ? previous[F.index] : "?") + " (above)."));
-    } else {
-      card.appendChild(textBlock("Observation shown to the model", turn[F.observation], "observation"));
-    }
-    card.appendChild(textBlock("Model reply", turn[F.reply], "reply"));
-    var action = el("div", "block action");
-    action.appendChild(el("div", "block-label", "Extracted action"));
-    if (turn[F.action] === null) {
-      action.appendChild(el("div", "rejected-note", "none: the reply was rejected on the client side and the server was not called"));
-    } else {
-      action.appendChild(el("code", null, turn[F.action]));
-    }
-    card.appendChild(action);
-    card.appendChild(textBlock("Feedback", turn[F.feedback], "feedback"));
-    return card;
-  }
-
   function drawEpisode(row, record) {
     var content = document.createDocumentFragment();
     var banner = el("div", "banner " + row.o);
@@ -256,9 +170,9 @@
     banner.textContent = verdict + ": reward " + fmt(row.w) + ", " + (row.s ? "success" : "no success") +
       ", stopped by " + row.x + " after " + row.n + " round(s)";
     content.appendChild(banner);
-    if (record.error) content.appendChild(errorBox(record.error, "Error", "final"));
+    if (record.error) content.appendChild(T.errorBox(record.error, "Error", "final"));
     record.retried.forEach(function (error, n) {
-      content.appendChild(errorBox(error, "Attempt " + (n + 1) + " of " + row.a + " failed and was retried", "retried"));
+      content.appendChild(T.errorBox(error, "Attempt " + (n + 1) + " of " + row.a + " failed and was retried", "retried"));
     });
     var facts = el("dl", "facts");
     fact(facts, "Episode", row.i);
@@ -278,7 +192,7 @@
     if (!record.turns.length) content.appendChild(el("p", "empty", "No turn was recorded for this episode."));
     var previous = null;
     record.turns.forEach(function (turn) {
-      content.appendChild(drawTurn(turn, previous));
+      content.appendChild(T.drawTurn(turn, previous, F));
       previous = turn;
     });
     body.replaceChildren(content);
@@ -295,7 +209,7 @@
       return;
     }
     body.replaceChildren(el("p", "dim", "Loading…"));
-    loadChunk(row.c).then(function (records) {
+    T.loadChunk("chunk-" + row.c).then(function (records) {
       drawEpisode(row, records[row.p]);
       panel.scrollTop = 0;
       document.body.dataset.trajectory = id;
@@ -311,21 +225,6 @@
     delete document.body.dataset.trajectory;
   }
 
-  function followHash() {
-    var match = /^#episode=(.*)$/.exec(location.hash);
-    if (!match) { closePanel(); return; }
-    var id;
-    try { id = decodeURIComponent(match[1]); } catch (e) { id = match[1]; }
-    showEpisode(id);
-  }
-
-  document.getElementById("trajectory-close").addEventListener("click", function () {
-    if (location.hash) location.hash = ""; else closePanel();
-  });
-  document.addEventListener("keydown", function (event) {
-    if (event.key === "Escape" && !panel.hidden) location.hash = "";
-  });
-  window.addEventListener("hashchange", followHash);
-  followHash();
+  T.route("episode", panel, document.getElementById("trajectory-close"), showEpisode, closePanel);
   document.body.dataset.ready = "1";
 })();

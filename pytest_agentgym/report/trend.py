@@ -1,0 +1,235 @@
+"""Trend: runs across checkpoints, each judged against the previous run and the best so far.
+
+    from pytest_agentgym.report.trend import build_trend
+    trend = build_trend(["reports/step-1000", "reports/step-1200", "reports/step-1400"])
+    print("\\n".join(trend.lines())); sys.exit(trend.exit_code())
+
+Runs are ordered by their checkpoint's step when every checkpoint path ends in
+a number (``ckpt/step-1200``), else by start time. Per environment each run
+shows its success rate and mean reward with their 95% intervals (from
+:func:`~pytest_agentgym.aggregate.summarize`, as the report) and two verdicts
+from :func:`~pytest_agentgym.compare.compare_runs`: against the previous run,
+and against the best run so far (the earlier run with the highest value of the
+metric; of equals, the latest). Each verdict comes from one comparison of two
+runs over the environments both hold (for the best so far: those that share
+that best run), Holm-adjusted across them, as ``pytest-agentgym compare`` does.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from pytest_agentgym.aggregate import EnvSummary, summarize
+from pytest_agentgym.compare import METRICS, CompareError, Comparison, EnvComparison, compare_runs
+from pytest_agentgym.compare.runs import load_run
+from pytest_agentgym.gates import DEFAULT_MAX_ERROR_RATE
+from pytest_agentgym.report.trend_table import trend_table
+from pytest_agentgym.results import RunInfo
+
+#: The verdicts of the last run that make ``trend`` exit 1.
+FAILING = ("regressed", "error")
+_STEP = re.compile(r"(\d+)/*$")
+
+
+def checkpoint_step(checkpoint: str | None) -> int | None:
+    """The number a checkpoint path ends in (``ckpt/step-1200`` -> 1200), else None."""
+    match = _STEP.search(checkpoint.strip()) if checkpoint else None
+    return int(match.group(1)) if match else None
+
+
+def _start_time(info: RunInfo, given: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(info.started_at)
+    except (TypeError, ValueError):
+        raise CompareError(f"run {given} has started_at {info.started_at!r} in its run.json, not an ISO "
+                           f"time, and its checkpoint gives no step: the runs cannot be ordered; fix "
+                           f"run.json or leave the run out") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class TrendRun:
+    given: str
+    path: Path
+    info: RunInfo
+    summaries: dict[str, EnvSummary]
+    step: int | None
+
+    @property
+    def run_id(self) -> str:
+        return self.info.run_id
+
+    def value(self, env: str, metric: str) -> float | None:
+        summary = self.summaries.get(env)
+        if summary is None:
+            return None
+        return summary.success_rate if metric == "success" else summary.mean_reward
+
+
+@dataclass(frozen=True)
+class TrendEntry:
+    """One run of one environment's trend."""
+
+    run: TrendRun
+    summary: EnvSummary | None
+    vs_previous: EnvComparison | None = None
+    previous: TrendRun | None = None
+    vs_best: EnvComparison | None = None
+    best: TrendRun | None = None
+
+    @property
+    def verdicts(self) -> list[str]:
+        return [c.verdict for c in (self.vs_previous, self.vs_best) if c is not None]
+
+
+@dataclass(frozen=True)
+class Trend:
+    runs: tuple[TrendRun, ...]
+    #: ``checkpoint step`` or ``start time``
+    order: str
+    #: why the runs are in this order, in words
+    order_note: str
+    metric: str
+    margin: float
+    alpha: float
+    envs: dict[str, list[TrendEntry]]
+    #: settings that differ between two runs compared, let through by allow_mismatch
+    mismatches: tuple[str, ...] = ()
+
+    @property
+    def last(self) -> TrendRun:
+        return self.runs[-1]
+
+    def last_failures(self, env: str | None = None) -> list[str]:
+        """``BabyAI: regressed against step-1200 (the previous run)``, one per failing verdict
+        of the last run (of ``env`` alone when given)."""
+        found = []
+        for name, entries in self.envs.items():
+            if env is not None and name != env:
+                continue
+            entry = entries[-1]
+            if entry.run is not self.last:
+                continue
+            for judged, other, role in ((entry.vs_previous, entry.previous, "the previous run"),
+                                        (entry.vs_best, entry.best, "the best so far")):
+                if judged is not None and other is not None and judged.verdict in FAILING:
+                    found.append(f"{name}: {judged.verdict} against {other.run_id} ({role})")
+        return found
+
+    def exit_code(self) -> int:
+        """1 when the last run regressed (or errored) against the previous run or the best so far."""
+        return 1 if self.last_failures() else 0
+
+    def verdict_line(self) -> str:
+        failures = self.last_failures()
+        if failures:
+            return f"trend: REGRESSED ({self.last.run_id}: {'; '.join(failures)})"
+        return (f"trend: OK ({self.last.run_id} did not regress against the previous run or the best so "
+                f"far{'' if len(self.runs) > 1 else ': it is the only run'})")
+
+    def lines(self) -> list[str]:
+        """The terminal output: the order, one table per environment, the verdict."""
+        out = [f"trend: {len(self.runs)} run(s) ordered by {self.order} ({self.order_note}); "
+               f"{self.metric}, margin {self.margin:g}, alpha {self.alpha:g}"]
+        out += [f"settings differ (allowed): {line}" for line in self.mismatches]
+        for env, entries in self.envs.items():
+            out += ["", env, *trend_table(entries)]
+        return out + ["", self.verdict_line()]
+
+
+def load_trend_runs(paths: Sequence[str | Path]) -> tuple[list[TrendRun], str, str]:
+    """The runs in trend order, with the order's name and the reason for it."""
+    if not paths:
+        raise CompareError("give at least one run directory")
+    seen: dict[Path, str] = {}
+    runs = []
+    for given in paths:
+        loaded = load_run(given, "run")
+        where = loaded.path.resolve()
+        if where in seen:
+            raise CompareError(f"run {given} is given twice (also as {seen[where]}); give each run once")
+        seen[where] = str(given)
+        runs.append(TrendRun(str(given), loaded.path, loaded.info, summarize(loaded.records),
+                             checkpoint_step(loaded.info.checkpoint)))
+    stepless = [r for r in runs if r.step is None]
+    if not stepless:
+        runs.sort(key=lambda r: r.step)  # stable: equal steps keep the order given
+        return runs, "checkpoint step", "every checkpoint path ends in a number"
+    times = {id(r): _start_time(r.info, r.given) for r in runs}
+    runs.sort(key=lambda r: times[id(r)])
+    named = ", ".join(f"{r.run_id} ({r.info.checkpoint or 'no checkpoint'})" for r in stepless[:3])
+    more = f" and {len(stepless) - 3} more" if len(stepless) > 3 else ""
+    return runs, "start time", f"no step number in the checkpoint of {named}{more}"
+
+
+def build_trend(paths: Sequence[str | Path], *, metric: str = "success", margin: float = 0.05,
+                alpha: float = 0.05, allow_mismatch: bool = False,
+                max_error_rate: float = DEFAULT_MAX_ERROR_RATE) -> Trend:
+    """Read, order and judge the runs (see the module docstring). Raises
+    :class:`~pytest_agentgym.compare.CompareError` for bad input: a path that is not
+    a run directory with results, a run given twice, a bad option, runs whose
+    settings differ (unless ``allow_mismatch``)."""
+    if metric not in METRICS:
+        raise CompareError(f"metric {metric!r} is not one of {', '.join(METRICS)}")
+    for name, value, low_open in (("margin", margin, False), ("alpha", alpha, True)):
+        inside = 0 < value < 1 if low_open else 0 <= value <= 1
+        if not inside:
+            raise CompareError(f"{name} must be a number in {'(0, 1)' if low_open else '[0, 1]'}, not {value!r}")
+    runs, order, note = load_trend_runs(paths)
+    cache: dict[tuple[int, int, tuple[str, ...]], Comparison] = {}
+
+    def judged(base: int, cand: int, envs: Iterable[str]) -> Comparison:
+        key = (base, cand, tuple(sorted(envs)))
+        if key not in cache:
+            cache[key] = compare_runs(runs[base].path, runs[cand].path, metric=metric, margin=margin,
+                                      alpha=alpha, allow_mismatch=allow_mismatch,
+                                      max_error_rate=max_error_rate, envs=key[2])
+        return cache[key]
+
+    names = list(dict.fromkeys(env for run in runs for env in run.summaries))
+    entries: dict[str, list[TrendEntry]] = {env: [] for env in names}
+    for number, run in enumerate(runs):
+        previous = runs[number - 1] if number else None
+        shared = [env for env in run.summaries if previous is not None and env in previous.summaries]
+        against_previous = judged(number - 1, number, shared).environments if shared else {}
+        against_best: dict[str, tuple[int, EnvComparison]] = {}
+        groups: dict[int, list[str]] = {}
+        for env in run.summaries:
+            best = _best_before(runs, number, env, metric)
+            if best == number - 1 and env in against_previous:
+                against_best[env] = (best, against_previous[env])  # the same comparison, said once
+            elif best is not None:
+                groups.setdefault(best, []).append(env)
+        against_best.update({env: (best, judged(best, number, group).environments[env])
+                             for best, group in groups.items() for env in group})
+        for env in names:
+            if env not in run.summaries:
+                continue
+            best, vs_best = against_best.get(env, (None, None))
+            entries[env].append(TrendEntry(
+                run, run.summaries[env], vs_previous=against_previous.get(env),
+                previous=previous if env in against_previous else None,
+                vs_best=vs_best, best=runs[best] if best is not None else None))
+    mismatches = dict.fromkeys(f"{runs[base].run_id} -> {runs[cand].run_id}: {line}"
+                               for (base, cand, _), comparison in cache.items() for line in comparison.mismatches)
+    return Trend(tuple(runs), order, note, metric, margin, alpha, entries, tuple(mismatches))
+
+
+def _best_before(runs: Sequence[TrendRun], number: int, env: str, metric: str) -> int | None:
+    """The earlier run with the highest value of ``metric`` for ``env`` (of equals, the latest)."""
+    scored = [(run.value(env, metric), n) for n, run in enumerate(runs[:number])
+              if run.value(env, metric) is not None]
+    return max(scored)[1] if scored else None
+
+
+def write_trend_html(trend: Trend, path: str | Path) -> Path:
+    """The trend as one self-contained page: per environment, line charts of the success
+    rate and the mean reward with their interval bands, and the table."""
+    from pytest_agentgym.report.trend_page import trend_page_parts
+    from pytest_agentgym.report.render import write_page
+
+    return write_page(trend_page_parts(trend), Path(path))
