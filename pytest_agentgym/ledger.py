@@ -92,7 +92,7 @@ def git_commit() -> str | None:
 SNAPSHOT_KEYS = ("node", "envs", "tasks", "repeat", "max_rounds", "episode_timeout", "concurrency",
                  "model", "base_url", "checkpoint", "baseline", "max_drop", "seed", "retries",
                  "nats", "servers_mode", "node_max_rounds", "node_episode_timeout", "sampling",
-                 "max_error_rate")
+                 "max_error_rate", "baseline_metric", "strict_gates", "allow_mismatch")
 
 
 def settings_snapshot(settings: Any) -> dict[str, Any]:

@@ -433,7 +433,9 @@ class EvaluationRun:
         from pytest_agentgym.report.render import render_run_dir
 
         try:
-            self.report_path = render_run_dir(self.run_dir.path)
+            # the comparison made at the end, so the report does not make it again
+            comparison = self.comparisons[0] if len(self.comparisons) == 1 else None
+            self.report_path = render_run_dir(self.run_dir.path, comparison=comparison)
         except Exception as exc:  # noqa: BLE001 - the results are safe; say what went wrong
             self.report_error = f"{type(exc).__name__}: {exc}"
 
