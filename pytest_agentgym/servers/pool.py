@@ -66,11 +66,12 @@ def embedded_command(name: str) -> tuple[str, ...]:
 
 
 def _embedded_available(name: str) -> bool:
-    from pytest_agentgym.servers.embedded import EMBEDDED_SERVERS
+    from pytest_agentgym.servers.embedded import EMBEDDED_SERVERS, missing_requirement
 
     module = EMBEDDED_SERVERS.get(name)
     try:
-        return module is not None and importlib.util.find_spec(module) is not None
+        return (module is not None and importlib.util.find_spec(module) is not None
+                and missing_requirement(name) is None)
     except ImportError:
         return False
 
@@ -100,7 +101,10 @@ def plan_server(
     else:
         todo = "configure a command for it"
     if spec.embedded:
-        todo = f"this installation lacks the embedded server {spec.embedded!r}; {todo}"
+        from pytest_agentgym.servers.embedded import missing_requirement
+
+        lack = missing_requirement(spec.embedded) or f"this installation lacks the embedded server {spec.embedded!r}"
+        todo = f"{lack}; or {todo}"
     return ServerPlan(
         spec.name, "unavailable", url, None,
         f"environment server {spec.name} is not running at {url} and cannot be started here: "
