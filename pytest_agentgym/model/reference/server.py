@@ -59,6 +59,7 @@ POLICY_MODULES = (
     "pytest_agentgym.model.reference.textcraft",
     "pytest_agentgym.model.reference.maze",
     "pytest_agentgym.model.reference.wordle",
+    "pytest_agentgym.model.reference.sqlgym",
 )
 
 #: extra policies to load: "module[:ATTR],module[:ATTR]"
