@@ -145,12 +145,14 @@ class SQLGymService:
         env = self._env(env_idx, reset=True)
         split, index = split_of(item_id)
         if split not in self.sizes:
-            raise Refused(f"item id {item_id} is a BIRD {split} question, but {self.bird_dir} has no "
-                          f"{split}/{split}.json; point {BIRD_PATH_ENV} at data with that split")
+            raise Refused(f"item id {item_id} is a BIRD {split} question, but the data has no "
+                          f"{split}/{split}.json; point {BIRD_PATH_ENV} at data with that split "
+                          f"(data: {self.bird_dir})")
         if index >= self.sizes[split]:
+            # the essentials first: clients show the start of this text
             low = ITEM_RANGES[split][0]
-            raise Refused(f"item id {item_id} is {split} question {index}, but {self.bird_dir} has "
-                          f"{self.sizes[split]} {split} questions (item ids {low}-{low + self.sizes[split] - 1})")
+            raise Refused(f"item id {item_id} is past the data: it has {self.sizes[split]} {split} questions, "
+                          f"item ids {low}-{low + self.sizes[split] - 1} (data: {self.bird_dir})")
         dataset = self._dataset(split)
         if env is None or env.dataset is not dataset:
             from sqlgym import SqlGymEnv
