@@ -93,6 +93,15 @@ def test_the_shipped_copy_is_built_once_per_version_of_the_sources(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == [first.name]  # no scratch directory left
 
 
+def test_an_unwritable_cache_falls_back_to_the_temporary_directory(tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    monkeypatch.setattr(sqlgym_bird.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    built = shipped_bird_dir()
+    assert built.parent.parent == tmp_path / "tmp" and check_bird_dir(built) == {"train": 10, "dev": 30}
+
+
 def test_a_directory_without_bird_data_is_refused_with_the_layout_it_needs(tmp_path):
     with pytest.raises(BirdDataError, match="no BIRD split: expected dev/dev.json with dev/dev_tables.json"):
         check_bird_dir(tmp_path)

@@ -112,7 +112,8 @@ def test_an_item_id_past_the_data_is_http_500_naming_the_range(server):
     with pytest.raises(EnvHTTPError) as caught:
         asyncio.run(episode(server.url, DEV + 30, reply("SELECT 1")))
     assert caught.value.status_code == 500
-    assert "item id 9458 is past the data: it has 30 dev questions, item ids 9428-9457" in str(caught.value)
+    assert ("item id 9458 is past the data: it has 30 dev questions, item ids 9428-9457 (the shipped data set; "
+            "set AGENTENV_SQLGYM_BIRD_PATH to use BIRD") in str(caught.value)
 
 
 def test_the_data_directory_is_configurable(tmp_path, tmp_path_factory):

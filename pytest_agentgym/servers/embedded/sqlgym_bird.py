@@ -163,7 +163,8 @@ def _cache_root() -> Path:
 
 def shipped_bird_dir(cache_root: str | Path | None = None) -> Path:
     """The shipped data in BIRD's layout, built on first use under the cache directory
-    (``$XDG_CACHE_HOME/pytest-agentgym``, else ``~/.cache/pytest-agentgym``).
+    (``$XDG_CACHE_HOME/pytest-agentgym``, else ``~/.cache/pytest-agentgym``; the system's
+    temporary directory when that cannot be made).
 
     It is built in a temporary directory beside its final place and renamed, so a
     server that starts while another builds never sees half a data set."""
@@ -171,7 +172,12 @@ def shipped_bird_dir(cache_root: str | Path | None = None) -> Path:
     target = root / f"sqlgym-bird-{sources_digest()}"
     if (target / "dev" / "dev.json").is_file():
         return target
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        if cache_root:
+            raise
+        return shipped_bird_dir(Path(tempfile.gettempdir()) / f"pytest-agentgym-{os.getuid()}")
     scratch = Path(tempfile.mkdtemp(prefix=".sqlgym-bird-", dir=root))
     try:
         build_bird(scratch)

@@ -103,14 +103,21 @@ class SQLGymService:
     """The envs of one server. Not thread-safe: call it from one thread only."""
 
     def __init__(self, bird_dir: str | Path, *, max_envs: int = MAX_ENVS,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, shipped: bool = False) -> None:
         self.bird_dir = Path(bird_dir)
+        #: whether this is the shipped data set (error texts then say how to use BIRD)
+        self.shipped = shipped
         self.sizes = check_bird_dir(self.bird_dir)
         self.max_envs = max_envs
         self.rng = rng or random.Random()
         self._datasets: dict[str, Any] = {}
         #: env id -> sqlgym.SqlGymEnv (None until its first reset); most recently used last
         self.envs: OrderedDict[int, Any] = OrderedDict()
+
+    def _data_note(self) -> str:
+        if self.shipped:
+            return f"the shipped data set; set {BIRD_PATH_ENV} to use BIRD; in {self.bird_dir}"
+        return f"data: {self.bird_dir}"
 
     def _dataset(self, split: str) -> Any:
         if split not in self._datasets:
@@ -152,7 +159,7 @@ class SQLGymService:
             # the essentials first: clients show the start of this text
             low = ITEM_RANGES[split][0]
             raise Refused(f"item id {item_id} is past the data: it has {self.sizes[split]} {split} questions, "
-                          f"item ids {low}-{low + self.sizes[split] - 1} (data: {self.bird_dir})")
+                          f"item ids {low}-{low + self.sizes[split] - 1} ({self._data_note()})")
         dataset = self._dataset(split)
         if env is None or env.dataset is not dataset:
             from sqlgym import SqlGymEnv
@@ -172,15 +179,17 @@ class SQLGymService:
         return list(self.envs)
 
 
-def data_dir() -> Path:
-    """``AGENTENV_SQLGYM_BIRD_PATH`` when set, else the shipped data (built on first use)."""
+def data_dir() -> tuple[Path, bool]:
+    """(directory, shipped): ``AGENTENV_SQLGYM_BIRD_PATH`` when set, else the shipped
+    data set (built on first use)."""
     configured = os.environ.get(BIRD_PATH_ENV)
-    return Path(configured) if configured else shipped_bird_dir()
+    return (Path(configured), False) if configured else (shipped_bird_dir(), True)
 
 
 def create_app(bird_dir: str | Path | None = None) -> FastAPI:
     try:
-        service = SQLGymService(bird_dir if bird_dir is not None else data_dir())
+        directory, shipped = (Path(bird_dir), False) if bird_dir is not None else data_dir()
+        service = SQLGymService(directory, shipped=shipped)
     except BirdDataError as exc:
         raise SystemExit(f"sqlgym server: {exc}") from None
     sizes = ", ".join(f"{split}: {n} questions" for split, n in service.sizes.items())
