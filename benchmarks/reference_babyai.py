@@ -18,7 +18,7 @@ import statistics
 from collections import defaultdict
 
 from pytest_agentgym.model.reference.babyai import POLICY
-from pytest_agentgym.servers.embedded.babyai import level_of
+from pytest_agentgym.servers.embedded.babyai_levels import level_of
 from reference_play import embedded_server, play
 
 

