@@ -5,8 +5,9 @@
 1. Balance: the lightweight battery's selection (suites/lightweight on the local node: its
    tasks, each environment's max rounds under the node's cap as the expected cost), split
    into N = 2..8 shards by pytest_agentgym.shards.assign (cost-balanced) and, for contrast,
-   by dealing episodes round-robin in collection order (count-balanced). Printed per N: the
-   largest shard's expected cost over the mean (1.00 is perfect) for both.
+   two splits by count: round-robin in collection order, and N contiguous blocks of equal
+   count (how a split by item count alone works). Printed per N: the largest shard's
+   expected cost over the mean (1.000 is perfect) for each.
 2. Merge: --shards shard directories holding --episodes synthetic records (three turns
    each, the four lightweight environments, 5% errors), written once; then merge() into a
    fresh --out, --repeats times, without the report (its cost is report_10k.py's).
@@ -58,15 +59,16 @@ def balance() -> None:
         per_env.setdefault(env, [0, cost])[0] += 1
     print("selection: " + ", ".join(f"{env} {n} x {c:g} rounds" for env, (n, c) in per_env.items())
           + f" = {len(costs)} episodes")
-    print(f"{'N':>3} {'cost-balanced max/mean':>24} {'round-robin max/mean':>22}")
+    print(f"{'N':>3} {'cost-balanced':>14} {'round-robin':>12} {'blocks':>8}   (largest shard's cost / mean)")
     for count in range(2, 9):
         split = assign(costs, count)
         robin = {key: i % count + 1 for i, key in enumerate(costs)}
+        blocks = {key: i * count // len(costs) + 1 for i, key in enumerate(costs)}
         row = []
-        for owner in (split, robin):
+        for owner in (split, robin, blocks):
             loads = [sum(c for k, c in costs.items() if owner[k] == s) for s in range(1, count + 1)]
             row.append(max(loads) / statistics.mean(loads))
-        print(f"{count:>3} {row[0]:>24.3f} {row[1]:>22.3f}")
+        print(f"{count:>3} {row[0]:>14.3f} {row[1]:>12.3f} {row[2]:>8.3f}")
 
 
 def write_shards(root: Path, episodes: int, count: int) -> list[Path]:

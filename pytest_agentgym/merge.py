@@ -51,6 +51,10 @@ class ShardRun:
     info: RunInfo
     #: every line of its episodes.jsonl, superseded generations included
     records: list[EpisodeRecord]
+    #: the same lines as read (written to the merged run as they are)
+    lines: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    #: lines of its episodes.jsonl that could not be read (torn or corrupt), as messages
+    skipped: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -93,8 +97,10 @@ def load(path: Path) -> ShardRun:
     if not info.shard:
         raise MergeError(f"{path} is not a shard: its run.json has no 'shard' (it was not run with "
                          f"--agentgym-shard); merge joins the shards of one sharded run")
-    records = run_dir.read_episodes_report()[0] if run_dir.episodes_file.is_file() else []
-    return ShardRun(path, info, records)
+    from pytest_agentgym.jsonl import read_records
+
+    pairs, skipped = read_records(run_dir.episodes_file, lambda data: (EpisodeRecord.from_dict(data), data))
+    return ShardRun(path, info, [p[0] for p in pairs], [p[1] for p in pairs], [str(line) for line in skipped])
 
 
 def _differing(runs: Sequence[ShardRun], what: str, value: Any) -> list[str]:
@@ -216,6 +222,8 @@ def _merged_info(runs: Sequence[ShardRun], current: Sequence[EpisodeRecord], bas
     for run in runs:
         envs.update(run.info.fingerprint.get("envs") or {})
     notes = list(dict.fromkeys(n for r in runs for n in r.info.notes))
+    notes += [f"{r.name}: {len(r.skipped)} unreadable line(s) of its episodes.jsonl left out, e.g. {r.skipped[0]}"
+              for r in runs if r.skipped]
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
     notes.append(f"merged from {len(runs)} shards by pytest-agentgym merge at {stamp}")
     return dataclasses.replace(
@@ -234,14 +242,19 @@ def _merged_info(runs: Sequence[ShardRun], current: Sequence[EpisodeRecord], bas
                           for r in runs))
 
 
-def _write_episodes(run_dir: RunDir, records: Iterable[EpisodeRecord]) -> None:
+def _write_episodes(run_dir: RunDir, lines: Iterable[dict[str, Any]]) -> None:
+    """The shards' lines as they were read (already redacted when the shards wrote them)."""
+    import json
+
     from pytest_agentgym.jsonl import strict_dumps
-    from pytest_agentgym.redact import redact_data
 
     tmp = run_dir.episodes_file.with_suffix(".jsonl.tmp")
     with open(tmp, "w", encoding="utf-8") as handle:
-        for record in records:
-            handle.write(strict_dumps(redact_data(record.to_dict())) + "\n")
+        for data in lines:
+            try:
+                handle.write(json.dumps(data, ensure_ascii=False, allow_nan=False) + "\n")
+            except ValueError:  # a NaN written by hand: strict JSON, noted in the line
+                handle.write(strict_dumps(data) + "\n")
     os.replace(tmp, run_dir.episodes_file)
 
 
@@ -295,12 +308,13 @@ def merge(paths: Sequence[str | Path], out: str | Path, *, baseline: str | None 
         raise MergeError(f"the baseline {baseline} is not here (no run.json); the shards were compared with it "
                          f"where they ran: give a copy with --baseline RUN_DIR")
     order = {env: i for i, env in enumerate(runs[0].info.shard["plans"])}  # as one run would list them
-    records = sorted((r for run in runs for r in run.records),
-                     key=lambda r: (order.get(r.env, len(order)), r.env, r.task_index, r.repeat, r.generation))
-    current = current_records(records)
+    pairs = sorted(((r, line) for run in runs for r, line in zip(run.records, run.lines)),
+                   key=lambda p: (order.get(p[0].env, len(order)), p[0].env, p[0].task_index, p[0].repeat,
+                                  p[0].generation))
+    current = current_records(p[0] for p in pairs)
     run_dir = RunDir(out)
     run_dir.path.mkdir(parents=True, exist_ok=True)
-    _write_episodes(run_dir, records)
+    _write_episodes(run_dir, (p[1] for p in pairs))
     info = _merged_info(runs, current, baseline)
     run_dir.write_info(info)
     plan_data = runs[0].info.shard["plans"]
@@ -315,6 +329,10 @@ def merge(paths: Sequence[str | Path], out: str | Path, *, baseline: str | None 
     tallies["kept"] = sum(int(r.info.counts.get("kept", 0)) for r in runs)
     info = dataclasses.replace(info, counts=tallies, gates=tuple(v.to_dict() for v in verdicts))
     run_dir.write_info(info)
+    if out.resolve().name == info.run_id:  # reports/<run_id>: the merged run is the run
+        from pytest_agentgym.store import point_latest
+
+        point_latest(out.resolve().parent, info.run_id)
     merged = Merged(out, info, summaries, verdicts)
     if report:
         from pytest_agentgym.report.render import render_run_dir

@@ -110,6 +110,7 @@ def test_three_shards_merged_give_the_keys_rewards_and_gates_of_one_run(project)
     assert [m["index"] for m in info["merged_from"]] == [1, 2, 3] and info["shard"] is None
     assert info["counts"]["episodes"] == 14 and info["counts"]["gates_failed"] == 1
     assert "--agentgym-shard" not in info["command"] and (root / "reports" / "sharded" / "report.html").is_file()
+    assert os.readlink(root / "reports" / "latest") == "sharded"  # merged into reports/<run_id>: the run
 
 
 def test_the_merged_run_is_read_like_any_other(project):
