@@ -13,6 +13,8 @@
                    [--allow-mismatch] [--reports DIR] [--html FILE]
     pytest-agentgym trend RUN_DIR...                 runs across checkpoints, per environment
                    [--metric success|reward] [--margin X] [--alpha A] [--html FILE]
+    pytest-agentgym merge RUN_DIR... --out DIR       join the shards of a run, judge its gates
+                   [--baseline RUN_DIR] [--no-report]
 
 Each subcommand is a thin shell over a module that the plugin uses too.
 """
@@ -90,6 +92,20 @@ def _parser() -> argparse.ArgumentParser:
     _judging_options(trend)
     trend.add_argument("--html", default=None, metavar="FILE",
                        help="also write a page with line charts (interval bands) and the same tables")
+
+    merge = sub.add_parser(
+        "merge", help="join the shards of one run (--agentgym-shard) into one run directory and judge its gates",
+        description="Checks that the shards share run id, settings and selection and hold every episode exactly "
+                    "once (naming missing and overlapping shards), writes one run directory (episodes.jsonl, "
+                    "run.json, report.html) and judges the suites' gates and the baseline comparison on it "
+                    "(docs/scale-out.md). Exit 0 gates passed, 1 a gate failed, 2 the shards cannot be merged.")
+    merge.add_argument("shards", nargs="+", metavar="RUN_DIR",
+                       help="the shards' run directories, or reports/<run_id> that holds shard-I-of-N directories")
+    merge.add_argument("--out", required=True, metavar="DIR",
+                       help="where the merged run is written, e.g. reports/<run_id> (an earlier merge there is replaced)")
+    merge.add_argument("--baseline", default=None, metavar="RUN_DIR",
+                       help="compare with this run (default: the shards' --agentgym-baseline)")
+    merge.add_argument("--no-report", action="store_true", help="do not write report.html")
     return parser
 
 
@@ -221,6 +237,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _compare(args)
     if args.command == "trend":
         return _trend(args)
+    if args.command == "merge":
+        from pytest_agentgym.merge import merge_command
+
+        return merge_command(args.shards, args.out, baseline=args.baseline, report=not args.no_report)
     raise AssertionError(args.command)
 
 

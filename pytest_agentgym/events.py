@@ -236,4 +236,8 @@ def field_status(
             "versions": dict(info.versions),
         },
     }
-    return _event(FIELD_STATUS, f"{info.run_id}:status:{status}:{at}", payload)
+    who = info.run_id
+    if info.shard:  # the shards of a run share its id: each its own status (and msg id)
+        payload["shard"] = {"index": int(info.shard["index"]), "count": int(info.shard["count"])}
+        who += f"/shard-{info.shard['index']}-of-{info.shard['count']}"
+    return _event(FIELD_STATUS, f"{who}:status:{status}:{at}", payload)

@@ -14,6 +14,8 @@ from typing import Any, Callable
 
 import pytest
 
+from pytest_agentgym.shards import parse_option as parse_shard
+
 
 def _parse_int(text: str, minimum: int) -> int:
     try:
@@ -183,6 +185,9 @@ OPTIONS: tuple[Option, ...] = (
            "are an ERROR", parse_fraction, "suite, node, 0.05"),
     Option("resume", "RUN_DIR", "continue a killed or errored run: keep its scored episodes, run the "
            "missing and errored ones (a run directory, a run id, or latest)", parse_text, "none"),
+    Option("shard", "I/N|auto", "run only the I-th of N slices of the episodes, into reports/<run_id>/"
+           "shard-I-of-N (auto: from the batch scheduler's variables); join them with pytest-agentgym merge",
+           parse_shard, "none"),
     Option("retries", "N", "retries of an episode after an infrastructure error", parse_non_negative_int, "1"),
     Option("nats", "URL", "publish events to this NATS server", parse_text, "node"),
     Option("no_nats", None, "do not publish NATS events"),

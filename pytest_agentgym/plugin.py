@@ -99,9 +99,12 @@ def pytest_configure(config: pytest.Config) -> None:
         unwritable = check_writable(Path(settings.reports).resolve())
         if unwritable is not None:
             raise pytest.UsageError(f"--agentgym-reports: {unwritable}")
+        root, name = Path(settings.reports).resolve(), settings.run_id
+        if settings.shard is not None:  # reports/<run_id>/shard-I-of-N
+            root, name = root / settings.run_id, settings.shard.dirname
         try:
             ledger = (RunLedger.resume(settings.resume) if settings.resume is not None
-                      else RunLedger.new(Path(settings.reports).resolve(), settings.run_id))
+                      else RunLedger.new(root, name))
         except LedgerError as exc:
             raise pytest.UsageError(str(exc)) from None
     harness = EvaluationRun(settings, hook=config.hook, config=config, worker_input=worker_input, ledger=ledger)
@@ -145,12 +148,32 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return None
 
 
+@pytest.hookimpl(trylast=True)  # after -k, -m and --deselect: a shard splits what they left
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
                                   items: list[pytest.Item]) -> None:
     episodes = [i for i in items if isinstance(i, collect.EpisodeItem)]
     errors = config.stash[SUITE_ERRORS_KEY]
     errors.extend(collect.duplicate_episodes(episodes))
     errors.extend(collect.out_of_range(episodes, config.stash[SETTINGS_KEY]))
+    if config.stash[SETTINGS_KEY].shard is not None and not errors:
+        _take_shard(config, items)
+
+
+def _take_shard(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep this shard's slice of ``items``; the rest are deselected (pytest's summary counts them)."""
+    from pytest_agentgym import shards
+
+    harness = config.stash[HARNESS_KEY]
+    for item in items:  # every environment of the selection, so the shard records all the plans
+        if isinstance(item, collect.EpisodeItem):
+            harness.plan_suite(item.suite, item.nodeid.split("::")[0])
+    kept, dropped, harness.selection = shards.select(
+        items, config.stash[SETTINGS_KEY].shard,
+        lambda item: harness.plans[item.suite.environment].max_rounds
+        if isinstance(item, collect.EpisodeItem) else None)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -184,6 +184,11 @@ class RunInfo:
     #: The newest attempt generation (1, then +1 per resume) and when each resume began.
     generation: int = 1
     resumed_at: tuple[str, ...] = ()
+    #: A shard's slice of the run (``--agentgym-shard``, see shards.py): index, count,
+    #: the whole selection, and what its suites ask of each environment.
+    shard: dict[str, Any] | None = None
+    #: A run written by ``pytest-agentgym merge``: one entry per shard it joined.
+    merged_from: tuple[dict[str, Any], ...] = ()
     schema: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -193,7 +198,7 @@ class RunInfo:
     def from_dict(cls, data: dict[str, Any]) -> "RunInfo":
         names = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in names}
-        for key in ("environments", "notes", "gates", "resumed_at"):
+        for key in ("environments", "notes", "gates", "resumed_at", "merged_from"):
             if key in kwargs:
                 kwargs[key] = tuple(kwargs[key])
         return cls(**kwargs)

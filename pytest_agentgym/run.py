@@ -73,6 +73,8 @@ class EvaluationRun:
         self.planned_keys: set[tuple[str, int, int]] = set()
         #: the paired comparisons with the baseline made at the end (pytest_agentgym.compare)
         self.comparisons: list = []
+        #: a shard (--agentgym-shard): the whole selection's keys -> expected cost, before the split
+        self.selection: dict[tuple[str, int, int], float] | None = None
 
     @property
     def run_dir(self) -> RunDir:
@@ -187,8 +189,11 @@ class EvaluationRun:
             git_commit=git_commit(), baseline=s.baseline, fingerprint=fp,
             notes=(tuple(chosen.notes) if chosen else setup_note) + baseline_note,
         )
+        if s.shard is not None:
+            info = dataclasses.replace(info, shard=self._shard_record())
         info = self.ledger.begin(info)
-        point_latest(self.run_dir.path.parent, s.run_id)
+        if s.shard is None:  # a shard is not the run; its merge is
+            point_latest(self.run_dir.path.parent, s.run_id)
         notes = resources.start_publisher(self.run_dir.path)
         if resources.publisher is not None:
             self.start_notices = list(resources.publisher.notices)
@@ -200,12 +205,24 @@ class EvaluationRun:
 
             resources.publisher.publish(field_status(info, "started", {}))
 
+    def _shard_record(self) -> dict[str, Any]:
+        """run.json's ``shard``: this slice, the whole selection and the suites' plans."""
+        from pytest_agentgym import shards
+        from pytest_agentgym.verdicts import plan_record, reward_ranges
+
+        costs = self.selection if self.selection is not None else {
+            key: self.plans[key[0]].max_rounds for key in self.planned_keys}
+        ranges = reward_ranges(self.settings)
+        return shards.shard_record(self.settings.shard, costs,
+                                   {env: plan_record(plan, ranges.get(env)) for env, plan in self.plans.items()})
+
     def _check_baseline(self, fp: dict[str, Any], env_names: Sequence[str]) -> tuple[str, ...]:
         """Before any episode: refuse a baseline run whose settings make its episodes
         incomparable with this run's (task sets, rounds, sampling, prompts, servers,
         harness version), unless --agentgym-allow-mismatch; then a note lists them."""
         s = self.settings
-        if not s.baseline or not self.planned_keys:
+        planned = set(self.selection) if self.selection is not None else self.planned_keys  # a shard: all of it
+        if not s.baseline or not planned:
             return ()
         from pytest_agentgym import __version__
         from pytest_agentgym.compare import CompareError, settings_differences
@@ -222,7 +239,7 @@ class EvaluationRun:
         diffs = settings_differences(
             dataclasses.replace(base.info, fingerprint=base_fp), {k for k in base.keys if k[0] in names},
             {**fp, "envs": {n: v for n, v in fp["envs"].items() if n in names}},
-            {k for k in self.planned_keys if k[0] in names}, __version__)
+            {k for k in planned if k[0] in names}, __version__)
         if diffs and not s.allow_mismatch:
             self.resources.stop()
             raise LedgerError(
@@ -393,7 +410,9 @@ class EvaluationRun:
         self.ledger.release_reserve()  # room for the last writes, whether or not the disk is full
         records = self.ledger.records()
         self.summaries, self.verdicts = judge(records, self.plans, self.settings)
-        if self.settings.baseline:
+        if self.settings.shard is not None:
+            self.verdicts = []  # a slice says little: the gates are judged on the merged run
+        elif self.settings.baseline:
             extra, self.comparisons = baseline_verdicts(self.settings.baseline, self.run_dir.path,
                                                         list(self.summaries), self.plans, self.settings)
             self.verdicts += extra
@@ -422,7 +441,7 @@ class EvaluationRun:
             return
         from pytest_agentgym.events import batch_completed, field_status
 
-        for env, summary in self.summaries.items():
+        for env, summary in self.summaries.items() if self.settings.shard is None else ():
             publisher.publish(batch_completed(
                 self.settings.run_id, summary, [v for v in self.verdicts if v.env == env],
                 node=self.settings.node, model=self.info.model, checkpoint=self.settings.checkpoint))

@@ -72,6 +72,8 @@ class Settings:
     node_max_error_rate: float | None = None
     #: --agentgym-resume, resolved to the run directory
     resume: Path | None = None
+    #: --agentgym-shard (pytest_agentgym.shards.Shard), ``auto`` resolved
+    shard: Any = None
 
     def spec(self, name: str) -> EnvSpec:
         for known, spec in self.env_specs.items():
@@ -239,6 +241,7 @@ def resolve(config: pytest.Config) -> Settings:
     resume, run_id = _resume_target(values, reports)
     if resume is not None:
         reports = resume.parent
+    shard, run_id = _shard(values, resume, run_id)
     run_id = run_id or datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
     if values["sampling"]:
         from pytest_agentgym.model.client import Sampling
@@ -289,6 +292,7 @@ def resolve(config: pytest.Config) -> Settings:
         max_error_rate=values["max_error_rate"],
         node_max_error_rate=node_budget,
         resume=resume,
+        shard=shard,
     )
 
 
@@ -334,6 +338,32 @@ def _resume_target(values: dict[str, Any], reports: Path) -> tuple[Path | None, 
         raise pytest.UsageError(f"--agentgym-run-id={values['run_id']} and --agentgym-resume={values['resume']} "
                                 f"(run {run_id}) disagree; leave out --agentgym-run-id when resuming")
     return path, run_id
+
+
+def _shard(values: dict[str, Any], resume: Path | None, run_id: str | None) -> tuple[Any, str | None]:
+    """--agentgym-shard (auto: from the scheduler's variables) and the run id the shards share:
+    --agentgym-run-id, else the scheduler's (a Slurm array's job id). A resumed shard keeps its shard."""
+    from pytest_agentgym import shards
+
+    try:
+        shard = shards.resolve(values["shard"], os.environ)
+    except shards.ShardError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if resume is not None:
+        from pytest_agentgym.store import RunDir
+
+        was = shards.from_record(RunDir(resume).read_info().shard)
+        if shard is None or was is None or (shard.index, shard.count) == (was.index, was.count):
+            return shard or was, run_id
+        raise pytest.UsageError(f"--agentgym-shard={shard.name} and --agentgym-resume={resume} (shard {was.name}) "
+                                f"disagree; leave out --agentgym-shard when resuming a shard")
+    if shard is not None and not run_id:
+        run_id = shard.run_id
+        if not run_id:
+            raise pytest.UsageError(f"--agentgym-shard={shard.name} ({shard.source}): the shards of one run share "
+                                    f"a run id; give every shard the same --agentgym-run-id=ID (see "
+                                    f"docs/scale-out.md)")
+    return shard, run_id
 
 
 SETTINGS_KEY = pytest.StashKey[Settings]()

@@ -62,7 +62,7 @@ NO_ASSERTION = ("agentgym: no quality assertion: exit 0 means the run completed,
                 "is good (give the suites gates or a min_reward; see docs/suites.md)")
 
 
-def _table(summaries: dict[str, Any]) -> list[Line]:
+def summary_table(summaries: dict[str, Any]) -> list[Line]:
     lines: list[Line] = [(f"{'environment':<12} {'episodes':>8} {'mean reward (95% CI)':>26} {'success':>8} "
                           f"{'rounds':>6} {'errors':>6} {'tokens':>9} {'wall s':>8}", {"bold": True})]
     for env, s in summaries.items():
@@ -78,11 +78,17 @@ def _table(summaries: dict[str, Any]) -> list[Line]:
 def summary_lines(run: Any) -> list[Line]:
     """``run`` is a finished :class:`~pytest_agentgym.run.EvaluationRun`."""
     lines: list[Line] = [("", {})]
-    lines.extend(_table(run.summaries))
+    lines.extend(summary_table(run.summaries))
     for v in run.verdicts:
         lines.append((f"{v.word}: {v.env} {v.gate}: {v.detail}",
                       {"green": v.outcome == "passed", "yellow": v.outcome == "inconclusive",
                        "red": v.outcome in ("failed", "error")}))
+    shard = (run.info.shard or {}) if run.info else {}
+    if shard:
+        root = run.run_dir.path.parent
+        lines.append((f"agentgym: shard {shard['index']}/{shard['count']} of run {run.settings.run_id} "
+                      f"({shard['episodes']} of {shard['selection_episodes']} episodes): the gates are judged on "
+                      f"the merged run: pytest-agentgym merge {root} --out {root}", {"yellow": True}))
     if any(v.outcome == "inconclusive" for v in run.verdicts):
         lines.append(("agentgym: an inconclusive comparison does not fail the run; --agentgym-strict-gates "
                       "makes it fail (see docs/compare.md for how many tasks the margin needs)", {"yellow": True}))

@@ -59,11 +59,34 @@ def reward_ranges(settings: Any) -> dict[str, tuple[float, float]]:
     return {name: spec.reward_range for name, spec in settings.env_specs.items() if spec.reward_range}
 
 
+def plan_record(plan: EnvPlan, reward_range: Sequence[float] | None = None) -> dict[str, Any]:
+    """``plan`` as plain data (a shard's run.json keeps it, merge judges the gates with it)."""
+    return {"gates": [str(g) for g in plan.gates], "gate_path": plan.gate_path,
+            "max_error_rate": plan.max_error_rate, "max_rounds": plan.max_rounds, "asserts": plan.asserts,
+            "baseline_metric": plan.baseline_metric,
+            "reward_range": list(reward_range) if reward_range else None}
+
+
+def plan_from_record(data: Mapping[str, Any]) -> EnvPlan:
+    """Inverse of :func:`plan_record` (without the reward range)."""
+    return EnvPlan(gates=tuple(Gate.parse(g) for g in data.get("gates", ())),
+                   gate_path=data.get("gate_path", "agentgym"),
+                   max_error_rate=float(data.get("max_error_rate", DEFAULT_MAX_ERROR_RATE)),
+                   max_rounds=int(data.get("max_rounds", 0)), asserts=bool(data.get("asserts")),
+                   baseline_metric=data.get("baseline_metric", "success"))
+
+
 def judge(records: Sequence[EpisodeRecord], plans: Mapping[str, EnvPlan], settings: Any
           ) -> tuple[dict[str, EnvSummary], list[GateVerdict]]:
     """Summaries per environment and the verdicts of each environment's gates within
     its error budget."""
-    summaries = summarize(records, reward_ranges(settings))
+    return judge_with_ranges(records, plans, reward_ranges(settings))
+
+
+def judge_with_ranges(records: Sequence[EpisodeRecord], plans: Mapping[str, EnvPlan],
+                      ranges: Mapping[str, Any]) -> tuple[dict[str, EnvSummary], list[GateVerdict]]:
+    """:func:`judge` with each environment's reward range given (a merge has no settings)."""
+    summaries = summarize(records, dict(ranges))
     verdicts: list[GateVerdict] = []
     for env, summary in summaries.items():
         plan = plans.get(env) or EnvPlan()

@@ -6,6 +6,7 @@ mean of rewards 1, 0, 0.5 and 1 is 0.625), not copied from the builders' output.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -143,6 +144,21 @@ def test_field_status_timestamps_and_counts_default_from_the_run_info():
     assert finished.payload["counts"] == {"passed": 2}
     with pytest.raises(ValueError, match="not one of started, finished, finished-with-errors, no-episode-scored, interrupted, crashed"):
         field_status(INFO, "running")
+
+
+def test_shards_of_one_run_publish_their_status_under_their_own_msg_ids():
+    events = [field_status(dataclasses.replace(INFO, shard={"index": i, "count": 3, "selection": {}}), "started",
+                           at="2025-02-03T05:00:00Z") for i in (1, 2)]
+    assert [e.msg_id for e in events] == ["run-7/shard-1-of-3:status:started:2025-02-03T05:00:00Z",
+                                          "run-7/shard-2-of-3:status:started:2025-02-03T05:00:00Z"]
+    assert events[1].payload["shard"] == {"index": 2, "count": 3} and events[1].payload["run_id"] == "run-7"
+    assert "shard" not in field_status(INFO, "started").payload
+    for event in events:
+        validate(event)
+    broken = json.loads(events[0].data())
+    broken["shard"] = {"index": 0, "count": 3}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, load_schema(FIELD_STATUS), cls=jsonschema.Draft202012Validator)
 
 
 @pytest.mark.parametrize("subject, breakage", [

@@ -1,0 +1,365 @@
+"""Join the shards of one run into one run directory: ``pytest-agentgym merge``.
+
+    pytest-agentgym merge reports/R/shard-*-of-3 --out reports/R
+    pytest-agentgym merge reports/R --out reports/R      (the shard-I-of-N directories in it)
+
+Before anything is written, the shards are checked (:func:`check`): they are shards
+(run.json ``shard``, see :mod:`pytest_agentgym.shards`) of the same run id, count and
+selection, none still running, with the same fingerprint, pytest-agentgym version,
+gating settings and suite plans; every shard is given once, and together they hold
+every episode of the selection exactly once. Each problem is named (a missing shard
+with its episodes and the command that runs it, overlapping shards with the
+episodes both hold, a setting with each shard's value) in one :class:`MergeError`.
+
+Then ``--out`` gets an ordinary run directory: episodes.jsonl (every shard's lines,
+superseded generations included), run.json (``merged_from`` lists the shards) and
+report.html. The gates of the suites (recorded by each shard) and the baseline
+comparison are judged here, on the whole run, and written to run.json like a
+single run's. The shards are only read. Plain code: no pytest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Iterable, Sequence
+
+from pytest_agentgym import fingerprint, shards
+from pytest_agentgym.compare.settings_check import describe_keys
+from pytest_agentgym.gates import GateVerdict
+from pytest_agentgym.results import EpisodeRecord, RunInfo, current_records
+from pytest_agentgym.store import RunDir
+
+#: run.json settings that every shard must share: they change what is measured or how it is gated.
+MUST_MATCH = ("envs", "tasks", "repeat", "max_rounds", "episode_timeout", "seed", "retries", "sampling",
+              "checkpoint", "max_error_rate", "baseline", "max_drop", "baseline_metric", "strict_gates",
+              "allow_mismatch")
+
+
+class MergeError(ValueError):
+    """Shards that cannot be merged (or an --out that cannot take them); the message names each problem."""
+
+
+@dataclass
+class ShardRun:
+    path: Path
+    info: RunInfo
+    #: every line of its episodes.jsonl, superseded generations included
+    records: list[EpisodeRecord]
+    #: the same lines as read (written to the merged run as they are)
+    lines: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    #: lines of its episodes.jsonl that could not be read (torn or corrupt), as messages
+    skipped: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"shard {self.info.shard['index']}/{self.info.shard['count']}"
+
+    @property
+    def keys(self) -> set[shards.Key]:
+        return {r.key for r in current_records(self.records)}
+
+
+def _describe(keys: Iterable[shards.Key], limit: int = 4) -> str:
+    by_env: dict[str, list[tuple[int, int]]] = {}
+    for env, task, repeat in keys:
+        by_env.setdefault(env, []).append((task, repeat))
+    parts = [f"{env} {describe_keys(found)}" for env, found in sorted(by_env.items())]
+    return "; ".join(parts[:limit]) + (f"; ... ({len(parts) - limit} more environments)" if len(parts) > limit else "")
+
+
+def expand(paths: Sequence[str | Path]) -> list[Path]:
+    """The run directories given; a directory that holds shard-I-of-N directories (reports/<run_id>,
+    also once a merge wrote its run there) stands for them."""
+    out: list[Path] = []
+    for given in paths:
+        path = Path(given)
+        inner = sorted(p for p in path.iterdir() if p.is_dir() and shards.parse_dirname(p.name)) \
+            if path.is_dir() else []
+        out.extend(inner or [path])
+    return out
+
+
+def load(path: Path) -> ShardRun:
+    run_dir = RunDir(path)
+    if not run_dir.run_file.is_file():
+        raise MergeError(f"{path} is not a run directory (no run.json); give the shards' run directories, "
+                         f"e.g. reports/<run_id>/shard-1-of-3, or reports/<run_id> that holds them")
+    try:
+        info = run_dir.read_info()
+    except (OSError, ValueError, TypeError) as exc:
+        raise MergeError(f"{run_dir.run_file} cannot be read ({exc}); it is not a usable shard") from None
+    if not info.shard:
+        raise MergeError(f"{path} is not a shard: its run.json has no 'shard' (it was not run with "
+                         f"--agentgym-shard); merge joins the shards of one sharded run")
+    from pytest_agentgym.jsonl import read_records
+
+    pairs, skipped = read_records(run_dir.episodes_file, lambda data: (EpisodeRecord.from_dict(data), data))
+    return ShardRun(path, info, [p[0] for p in pairs], [p[1] for p in pairs], [str(line) for line in skipped])
+
+
+def _differing(runs: Sequence[ShardRun], what: str, value: Any) -> list[str]:
+    """One line when ``value(run)`` is not the same for every shard."""
+    seen = {}
+    for run in runs:
+        seen.setdefault(repr(value(run)), []).append(run)
+    if len(seen) < 2:
+        return []
+    return [f"{what} differ: " + "; ".join(f"{value(group[0])!r} in {', '.join(r.name for r in group)}"
+                                           for group in seen.values())]
+
+
+def check(runs: Sequence[ShardRun], rerun: str) -> dict[shards.Key, int]:
+    """Every problem that stops ``runs`` from making one run, in one :class:`MergeError`;
+    else the split (episode key -> shard index)."""
+    runs = sorted(runs, key=lambda r: (r.info.shard["index"], str(r.path)))
+    problems = [f"{r.name} ({r.path}) says running: it still runs, or its process died (then resume it: "
+                f"pytest ... --agentgym-resume={r.path})" for r in runs if r.info.status == "running"]
+    problems += _differing(runs, "run ids", lambda r: r.info.run_id)
+    problems += _differing(runs, "shard counts", lambda r: r.info.shard["count"])
+    problems += _differing(runs, "pytest-agentgym versions", lambda r: r.info.versions.get("pytest-agentgym"))
+    for key in MUST_MATCH:
+        problems += _differing(runs, f"settings '{key}'", lambda r, k=key: r.info.settings.get(k))
+    first = runs[0]
+    for other in runs[1:]:
+        problems += [f"settings differ: {line}" for line in fingerprint.differences(
+            first.info.fingerprint, other.info.fingerprint, labels=(f"in {first.name}", f"in {other.name}"))]
+        if other.info.shard["plans"] != first.info.shard["plans"]:
+            problems.append(f"the suites' plans (gates, error budget, rounds) differ between {first.name} "
+                            f"and {other.name}: run every shard from the same suite files")
+    selections = {r.info.shard["selection_sha256"] for r in runs}
+    if len(selections) > 1:
+        for other in runs[1:]:
+            a, b = shards.decode_selection(first.info.shard["selection"]), \
+                shards.decode_selection(other.info.shard["selection"])
+            if a != b:
+                sides = [f"only {name}: {_describe(keys)}" for name, keys in
+                         ((f"{first.name} selected", a - b), (f"{other.name} selected", b - a)) if keys]
+                problems.append(f"the selections differ ({'; '.join(sides) or 'the same episodes, other rounds'}); "
+                                f"run every shard with the same suites, --agentgym-envs/-tasks/-repeat and -k")
+    if problems:  # without one run id, count and selection, coverage means nothing
+        raise MergeError("cannot merge these shards:\n  - " + "\n  - ".join(problems))
+    return _coverage(runs, rerun)
+
+
+def _coverage(runs: Sequence[ShardRun], rerun: str) -> dict[shards.Key, int]:
+    record = runs[0].info.shard
+    count, run_id = int(record["count"]), runs[0].info.run_id
+    split = shards.expected_split(record)
+    problems = []
+    by_index: dict[int, list[ShardRun]] = {}
+    for run in runs:
+        by_index.setdefault(int(run.info.shard["index"]), []).append(run)
+    for index in range(1, count + 1):
+        mine = {k for k, i in split.items() if i == index}
+        given = by_index.get(index, [])
+        if not given:
+            problems.append(f"shard {index}/{count} is missing: no directory given is shard {index}/{count} of run "
+                            f"{run_id}, so its {len(mine)} episode(s) ({_describe(mine)}) are not here; give its run "
+                            f"directory (reports/{run_id}/{shards.Shard(index, count).dirname}) or run it: "
+                            f"{rerun} --agentgym-shard={index}/{count} --agentgym-run-id={run_id}")
+        elif len(given) > 1:
+            problems.append(f"shard {index}/{count} is given {len(given)} times ({', '.join(str(r.path) for r in given)}): "
+                            f"they overlap; give each shard once")
+        for run in given[:1]:
+            held = run.keys
+            lacking, foreign = mine - held, held - mine
+            if lacking:
+                problems.append(f"{run.name} ({run.path}, status {run.info.status}) lacks {len(lacking)} of its "
+                                f"{len(mine)} episode(s): {_describe(lacking)}; resume it: {rerun} "
+                                f"--agentgym-resume={run.path}")
+            for other in sorted({split.get(k, 0) for k in foreign}):
+                keys = {k for k in foreign if split.get(k, 0) == other}
+                whose = f"shard {other}/{count}'s" if other else "no shard's (outside the selection)"
+                problems.append(f"{run.name} ({run.path}) overlaps: it holds {len(keys)} of {whose} episodes: "
+                                f"{_describe(keys)}")
+    if problems:
+        raise MergeError("these shards do not cover the selection exactly once:\n  - " + "\n  - ".join(problems))
+    return split
+
+
+def _without_shard(command: str) -> str:
+    """The shard's rerun command with --agentgym-shard taken out: the run as one process."""
+    words, out, skip = shlex.split(command), [], False
+    for word in words:
+        if skip:
+            skip = False
+        elif word == "--agentgym-shard":
+            skip = True
+        elif not word.startswith("--agentgym-shard="):
+            out.append(word)
+    return shlex.join(out)
+
+
+def _check_out(out: Path, run_id: str, runs: Sequence[ShardRun]) -> None:
+    if any(out.resolve() == r.path.resolve() for r in runs):
+        raise MergeError(f"--out {out} is one of the shards; give another directory (e.g. reports/{run_id})")
+    run_dir = RunDir(out)
+    if run_dir.run_file.is_file():
+        try:
+            info = run_dir.read_info()
+        except (OSError, ValueError, TypeError) as exc:
+            raise MergeError(f"--out {out} holds a run.json that cannot be read ({exc}); give another directory") \
+                from None
+        if not info.merged_from or info.run_id != run_id:
+            raise MergeError(f"--out {out} holds run {info.run_id}, not an earlier merge of run {run_id}; "
+                             f"give another directory (a merge replaces only an earlier merge of the same run)")
+    elif run_dir.episodes_file.is_file():
+        raise MergeError(f"--out {out} holds episodes.jsonl but no run.json; give another directory")
+
+
+def _merged_info(runs: Sequence[ShardRun], current: Sequence[EpisodeRecord], baseline: str | None) -> RunInfo:
+    from pytest_agentgym.ledger import final_status
+
+    first = runs[0]
+    ended = [r.info.ended_at or r.info.started_at for r in runs]
+    envs: dict[str, Any] = {}
+    for run in runs:
+        envs.update(run.info.fingerprint.get("envs") or {})
+    notes = list(dict.fromkeys(n for r in runs for n in r.info.notes))
+    notes += [f"{r.name}: {len(r.skipped)} unreadable line(s) of its episodes.jsonl left out, e.g. {r.skipped[0]}"
+              for r in runs if r.skipped]
+    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    notes.append(f"merged from {len(runs)} shards by pytest-agentgym merge at {stamp}")
+    return dataclasses.replace(
+        first.info, started_at=min(r.info.started_at for r in runs), ended_at=max(ended),
+        node=", ".join(dict.fromkeys(r.info.node for r in runs)),
+        endpoint=", ".join(dict.fromkeys(r.info.endpoint for r in runs)),
+        environments=tuple(first.info.shard["plans"]), command=_without_shard(first.info.command),
+        notes=tuple(notes), status=final_status(current), baseline=baseline,
+        fingerprint={**first.info.fingerprint, "envs": envs}, process={},
+        generation=max(r.info.generation for r in runs),
+        resumed_at=tuple(sorted(t for r in runs for t in r.info.resumed_at)), shard=None,
+        merged_from=tuple({"index": r.info.shard["index"], "count": r.info.shard["count"], "path": str(r.path.resolve()),
+                           "node": r.info.node, "host": r.info.process.get("host"), "status": r.info.status,
+                           "started_at": r.info.started_at, "ended_at": r.info.ended_at,
+                           "episodes": len(current_records(r.records)), "generation": r.info.generation}
+                          for r in runs))
+
+
+def _write_episodes(run_dir: RunDir, lines: Iterable[dict[str, Any]]) -> None:
+    """The shards' lines as they were read (already redacted when the shards wrote them)."""
+    import json
+
+    from pytest_agentgym.jsonl import strict_dumps
+
+    tmp = run_dir.episodes_file.with_suffix(".jsonl.tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        for data in lines:
+            try:
+                handle.write(json.dumps(data, ensure_ascii=False, allow_nan=False) + "\n")
+            except ValueError:  # a NaN written by hand: strict JSON, noted in the line
+                handle.write(strict_dumps(data) + "\n")
+    os.replace(tmp, run_dir.episodes_file)
+
+
+@dataclass
+class Merged:
+    out: Path
+    info: RunInfo
+    summaries: dict[str, Any]
+    verdicts: list[GateVerdict]
+    report_path: Path | None = None
+
+    def exit_code(self) -> int:
+        """0 when every gate passed (an inconclusive comparison passes unless gates are strict), else 1."""
+        return 0 if all(v.passed for v in self.verdicts) else 1
+
+
+def _baseline_verdicts(baseline: str, out: Path, plans: dict, settings: dict, shards_baseline: str | None
+                       ) -> tuple[list[GateVerdict], list[Any]]:
+    from pytest_agentgym.compare import CompareError, compare_runs
+    from pytest_agentgym.verdicts import baseline_verdicts
+
+    if baseline != shards_baseline and not settings.get("allow_mismatch"):
+        try:  # the shards checked theirs before the first episode; check this one now
+            compare_runs(baseline, out, allow_mismatch=False)
+        except CompareError as exc:
+            return [GateVerdict(env, "baseline", None, False, f"cannot compare: {exc}", outcome="error")
+                    for env in plans], []
+    judging = SimpleNamespace(baseline_metric=settings.get("baseline_metric"), max_drop=settings.get("max_drop") or 0.05,
+                              strict_gates=bool(settings.get("strict_gates")))
+    return baseline_verdicts(baseline, out, list(plans), plans, judging)
+
+
+def merge(paths: Sequence[str | Path], out: str | Path, *, baseline: str | None = None,
+          report: bool = True) -> Merged:
+    """Check the shards in ``paths`` and write the run they make to ``out``. ``baseline``:
+    compare with this run directory instead of the shards' --agentgym-baseline."""
+    from pytest_agentgym.verdicts import counts, judge_with_ranges, plan_from_record
+
+    if not paths:
+        raise MergeError("give the shards' run directories (or reports/<run_id> that holds them)")
+    missing = [str(p) for p in paths if not Path(p).exists()]
+    if missing:
+        raise MergeError(f"no such directory: {', '.join(missing)}")
+    runs = sorted((load(p) for p in expand(paths)), key=lambda r: (r.info.shard["index"], str(r.path)))
+    check(runs, _without_shard(runs[0].info.command))
+    out = Path(out)
+    _check_out(out, runs[0].info.run_id, runs)
+    shards_baseline = runs[0].info.settings.get("baseline")
+    baseline = str(Path(baseline).resolve()) if baseline else shards_baseline
+    if baseline and not (Path(baseline) / "run.json").is_file():
+        raise MergeError(f"the baseline {baseline} is not here (no run.json); the shards were compared with it "
+                         f"where they ran: give a copy with --baseline RUN_DIR")
+    order = {env: i for i, env in enumerate(runs[0].info.shard["plans"])}  # as one run would list them
+    pairs = sorted(((r, line) for run in runs for r, line in zip(run.records, run.lines)),
+                   key=lambda p: (order.get(p[0].env, len(order)), p[0].env, p[0].task_index, p[0].repeat,
+                                  p[0].generation))
+    current = current_records(p[0] for p in pairs)
+    run_dir = RunDir(out)
+    run_dir.path.mkdir(parents=True, exist_ok=True)
+    _write_episodes(run_dir, (p[1] for p in pairs))
+    info = _merged_info(runs, current, baseline)
+    run_dir.write_info(info)
+    plan_data = runs[0].info.shard["plans"]
+    plans = {env: plan_from_record(data) for env, data in plan_data.items()}
+    ranges = {env: tuple(d["reward_range"]) for env, d in plan_data.items() if d.get("reward_range")}
+    summaries, verdicts = judge_with_ranges(current, plans, ranges)
+    comparisons: list[Any] = []
+    if baseline:
+        extra, comparisons = _baseline_verdicts(baseline, out, plans, info.settings, shards_baseline)
+        verdicts += extra
+    tallies = counts(current, verdicts, info.generation)
+    tallies["kept"] = sum(int(r.info.counts.get("kept", 0)) for r in runs)
+    info = dataclasses.replace(info, counts=tallies, gates=tuple(v.to_dict() for v in verdicts))
+    run_dir.write_info(info)
+    if out.resolve().name == info.run_id:  # reports/<run_id>: the merged run is the run
+        from pytest_agentgym.store import point_latest
+
+        point_latest(out.resolve().parent, info.run_id)
+    merged = Merged(out, info, summaries, verdicts)
+    if report:
+        from pytest_agentgym.report.render import render_run_dir
+
+        merged.report_path = render_run_dir(out, comparison=comparisons[0] if len(comparisons) == 1 else None)
+    return merged
+
+
+def merge_command(paths: Sequence[str], out: str, *, baseline: str | None, report: bool) -> int:
+    """``pytest-agentgym merge``: exit 0 all gates passed, 1 a gate did not, 2 the shards cannot be merged."""
+    import sys
+
+    from pytest_agentgym.terminal import summary_table
+
+    try:
+        merged = merge(paths, out, baseline=baseline, report=report)
+    except MergeError as exc:
+        print(f"pytest-agentgym merge: {exc}", file=sys.stderr)
+        return 2
+    info = merged.info
+    print(f"merged {len(info.merged_from)} shards of run {info.run_id}: {info.counts['episodes']} episodes, "
+          f"status {info.status}")
+    for line, _ in summary_table(merged.summaries):
+        print(line)
+    for v in merged.verdicts:
+        print(f"{v.word}: {v.env} {v.gate}: {v.detail}")
+    print(f"agentgym results: {RunDir(merged.out).episodes_file}")
+    if merged.report_path is not None:
+        print(f"agentgym report: {merged.report_path}")
+    return merged.exit_code()
