@@ -72,6 +72,8 @@ class Settings:
     node_max_error_rate: float | None = None
     #: --agentgym-resume, resolved to the run directory
     resume: Path | None = None
+    #: --agentgym-queue (a queue.address.QueueAddress): workers play the episodes
+    queue: Any = None
 
     def spec(self, name: str) -> EnvSpec:
         for known, spec in self.env_specs.items():
@@ -289,6 +291,7 @@ def resolve(config: pytest.Config) -> Settings:
         max_error_rate=values["max_error_rate"],
         node_max_error_rate=node_budget,
         resume=resume,
+        queue=values["queue"],
     )
 
 
