@@ -213,6 +213,7 @@ class Worker:
             if stored is not None and _generation(stored) == item.generation:
                 await msg.ack_sync(timeout=streams.API_TIMEOUT_S)  # played before; only the ack was lost
                 return
+            log.info("playing %s delivery %d", item.msg_id, delivery)
             record = await asyncio.wrap_future(self.resources.engine.submit(
                 f"{item.msg_id}:a{delivery}", self._request(item)))
             record = dataclasses.replace(record, worker=self.config.name, generation=item.generation)
@@ -221,6 +222,7 @@ class Worker:
         finally:
             progress.cancel()
         self.played += 1
+        log.info("played %s delivery %d", item.msg_id, delivery)
         self.say(f"worker {self.config.name}: {item.nodeid or item.msg_id} (run {item.run_id}): {record.outcome}, "
                  f"reward {record.reward}, {record.duration_s:.1f} s (delivery {delivery})")
 
