@@ -29,7 +29,7 @@ def header_lines(run: Any, probe: bool) -> list[str]:
     if probe:
         chosen = run.resources.endpoint_or_error()
         if chosen is None:
-            lines.append(f"agentgym: NO MODEL ENDPOINT, every episode will be an error: "
+            lines.append(f"agentgym: {'NO WORK QUEUE' if s.queue else 'NO MODEL ENDPOINT'}, every episode will be an error: "
                          f"{run.resources.setup_error.message}")
         else:
             lines.append(f"agentgym: model {chosen.model} via {chosen.kind} at {chosen.base_url}")

@@ -95,22 +95,22 @@ class Worker:
     async def run(self) -> int:
         """Serve until stopped; 0 after SIGTERM/SIGINT, 1 when NATS went away for good, 2
         when the worker could not start."""
-        chosen = await asyncio.to_thread(self.resources.endpoint_or_error)
-        if chosen is None:
-            self.say(f"worker {self.config.name}: no model endpoint: {self.resources.setup_error.message}")
-            return 2
-        self._model = chosen.model
-        self.resources.start_engine(self._adapters, concurrency=self.config.concurrency, on_finished=lambda r: r)
-        try:
+        try:  # the queue first: no model is launched for a queue that is not there
             self._nc = await streams.connect(self.config.address, name=f"pytest-agentgym worker {self.config.name}",
                                              reconnect_s=self.config.reconnect_s, on_closed=self._closed)
             self._js = self._nc.jetstream(timeout=streams.API_TIMEOUT_S)
             await streams.ensure_streams(self._js, self.config.address)
-            sub = await self._bind()
         except streams.QueueUnavailable as exc:
             self.say(f"worker {self.config.name}: {exc}")
-            await asyncio.to_thread(self.resources.stop)
             return 2
+        chosen = await asyncio.to_thread(self.resources.endpoint_or_error)
+        if chosen is None:
+            self.say(f"worker {self.config.name}: no model endpoint: {self.resources.setup_error.message}")
+            await self._nc.close()
+            return 2
+        self._model = chosen.model
+        self.resources.start_engine(self._adapters, concurrency=self.config.concurrency, on_finished=lambda r: r)
+        sub = await self._bind()
         self._install_signals()
         await self._nc.subscribe(self.config.address.ping_subject, cb=self._pinged)
         beats = asyncio.ensure_future(self._heartbeats())
