@@ -81,6 +81,7 @@ class QueueCoordinator:
         self.stats = {"published": 0, "adopted": 0, "results": 0, "duplicates": 0, "collected": 0,
                       "worker_lost": 0}
         self.closed_reason: str | None = None
+        self._closing = False
 
     # -- the loop thread ---------------------------------------------------------------
 
@@ -281,6 +282,8 @@ class QueueCoordinator:
     async def _connection_closed(self) -> None:
         """The server stayed away longer than the reconnect window: every episode still
         waiting becomes an error; results workers publish later wait in the stream."""
+        if self._closing:
+            return
         self.closed_reason = (f"lost NATS at {self.address.server} for more than {self.reconnect_s:g} s; "
                               f"results that workers publish stay in stream {self.address.results_stream}: "
                               f"resume the run (--agentgym-resume={self.run_dir or 'RUN_DIR'}) to collect them")
@@ -308,6 +311,7 @@ class QueueCoordinator:
         """Stop reading results, delete this run's results consumer, close the connection."""
         if not self._loop.is_running():
             return
+        self._closing = True
         for future in self._futures.values():
             future.cancel()
         try:

@@ -76,6 +76,7 @@ class Worker:
         self._adapters: dict[str, Any] = {}
         self._inflight: dict[int, Any] = {}  # id(msg) -> msg
         self._stopping = asyncio.Event()
+        self._starting = asyncio.Lock()
         self.stop_reason: str | None = None
         self.played = 0
         self._nc: Any = None
@@ -214,8 +215,11 @@ class Worker:
                 await msg.ack_sync(timeout=streams.API_TIMEOUT_S)  # played before; only the ack was lost
                 return
             log.info("playing %s delivery %d", item.msg_id, delivery)
-            record = await asyncio.wrap_future(self.resources.engine.submit(
-                f"{item.msg_id}:a{delivery}", self._request(item)))
+            key = f"{item.msg_id}:a{delivery}"
+            try:
+                record = await asyncio.wrap_future(self.resources.engine.submit(key, self._request(item)))
+            finally:
+                self.resources.engine.forget(key)
             record = dataclasses.replace(record, worker=self.config.name, generation=item.generation)
             await self._publish(Result(record, self.config.name, delivery, item.generation), subject)
             await msg.ack_sync(timeout=streams.API_TIMEOUT_S)
@@ -230,7 +234,8 @@ class Worker:
         if env not in self.served:
             log.info("naked %s: not served by node %s", env, self.settings.node)
             return False
-        await asyncio.to_thread(self.resources.start_envs, [env])
+        async with self._starting:  # one start per server, however many items wait on it
+            await asyncio.to_thread(self.resources.start_envs, [env])
         if env in self.resources.env_errors:
             log.info("naked %s: %s", env, self.resources.env_errors[env].message)
             return False
