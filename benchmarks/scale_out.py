@@ -16,7 +16,8 @@ the measured selection (Maze 0-15, ``--repeat`` times each). Figures:
   duration of one episode played alone (1 worker at concurrency 1, measured first);
 * slot use: the time slots were busy / (slots x window);
 * coordinator CPU per episode: user+system CPU of the whole pytest process
-  (start-up, collection, the report included) / episodes, from its rusage.
+  (start-up, collection, the report included) / episodes, from its rusage; and the
+  marginal CPU: (the measured run's CPU - the warm-up run's) / (the episodes more it played).
 
 Prints the median and range of each over the repeats. Run from the repository root:
 
@@ -82,7 +83,7 @@ def one_config(base: Path, nats_url: str, project: Path, workers: int, tag: str,
         fleet.wait_serving(*names, timeout=120)
         warm = base / f"{tag}-warm"
         suites(warm, Maze=f"0-{workers * concurrency - 1}")
-        coordinator(warm, queue, f"{tag}-warm", 1)
+        warm_cpu = coordinator(warm, queue, f"{tag}-warm", 1)
         cpu = coordinator(project, queue, tag, repeat)
         rows = records(project / "reports" / tag)
         assert all(r["error"] is None for r in rows), "an episode errored"
@@ -91,6 +92,8 @@ def one_config(base: Path, nats_url: str, project: Path, workers: int, tag: str,
         fleet.stop_all()
     return {"episodes": len(rows), "wall_s": wall, "eps": len(rows) / wall, "busy": busy,
             "slot_use": busy / (workers * concurrency * wall), "cpu_per_episode_ms": 1000 * cpu / len(rows),
+            # the measured run's CPU less the warm-up run's, per extra episode: pytest's fixed cost left out
+            "marginal_cpu_ms": 1000 * (cpu - warm_cpu) / (len(rows) - workers * concurrency),
             "median_episode_s": statistics.median(r["duration_s"] for r in rows)}
 
 
@@ -126,18 +129,20 @@ def main() -> None:
                     results[n].append(figures)
                     print(f"round {rnd + 1}, {n} worker(s): {figures['eps']:.2f} episodes/s, "
                           f"{figures['fraction']:.2f} of ideal, slot use {figures['slot_use']:.2f}, "
-                          f"coordinator CPU {figures['cpu_per_episode_ms']:.0f} ms/episode", flush=True)
+                          f"coordinator CPU {figures['cpu_per_episode_ms']:.0f} ms/episode "
+                          f"({figures['marginal_cpu_ms']:.0f} ms marginal)", flush=True)
         finally:
             nats.stop()
     print(f"\n{LATENCY_MS} ms model, concurrency {SLOTS} per worker, {args.repeat * 16} Maze episodes per run, "
           f"median [min-max] of {args.repeats} run(s); ideal = workers x {SLOTS} / {t1:.2f} s")
     print(f"{'workers':>7}  {'episodes/s':>18}  {'fraction of ideal':>18}  {'slot use':>18}  "
-          f"{'coord. CPU ms/episode':>22}  {'episode s (median)':>18}")
+          f"{'coord. CPU ms/episode':>22}  {'marginal CPU ms':>16}  {'episode s (median)':>18}")
     for n in counts:
         rows = results[n]
         print(f"{n:>7}  {spread([r['eps'] for r in rows], '.2f'):>18}  "
               f"{spread([r['fraction'] for r in rows], '.2f'):>18}  {spread([r['slot_use'] for r in rows], '.2f'):>18}  "
               f"{spread([r['cpu_per_episode_ms'] for r in rows], '.0f'):>22}  "
+              f"{spread([r['marginal_cpu_ms'] for r in rows], '.0f'):>16}  "
               f"{spread([r['median_episode_s'] for r in rows], '.2f'):>18}")
     if args.json:
         Path(args.json).write_text(json.dumps({"t1": t1, "results": results}, indent=2))
