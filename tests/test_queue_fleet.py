@@ -143,7 +143,7 @@ def test_a_worker_that_cannot_serve_an_env_naks_it_to_one_that_can(tmp_path, fle
 def test_an_item_no_worker_can_serve_becomes_worker_lost_after_max_deliver(tmp_path, fleet):
     root = tmp_path / "project"
     suites(root, Maze="0-1", Wordle="0-1")
-    workers = fleet("name=lost&ack_wait=1&max_deliver=2")
+    workers = fleet("name=lost&ack_wait=3&max_deliver=2")
     workers.start("maze-only", profile=worker_profile(tmp_path / "m.yaml", skip=("Wordle",)), nak_delay=0.2)
     workers.wait_serving("maze-only")
     proc = coordinator(root, workers.url, "--agentgym-run-id=lost")
@@ -160,7 +160,7 @@ def test_an_item_no_worker_can_serve_becomes_worker_lost_after_max_deliver(tmp_p
 def test_a_killed_coordinator_resumes_and_collects_what_workers_stored_meanwhile(tmp_path, fleet, nats):
     root = tmp_path / "project"
     suites(root, Maze="0-11")
-    workers = fleet("name=resume&ack_wait=5&max_deliver=5")
+    workers = fleet("name=resume&ack_wait=20&max_deliver=5")
     workers.start("w1", profile=worker_profile(tmp_path / "w.yaml", concurrency=2, latency_ms=40))
     workers.wait_serving("w1")
     proc = coordinator(root, workers.url, "--agentgym-run-id=resumed")
