@@ -15,6 +15,8 @@
                    [--metric success|reward] [--margin X] [--alpha A] [--html FILE]
     pytest-agentgym merge RUN_DIR... --out DIR       join the shards of a run, judge its gates
                    [--baseline RUN_DIR] [--no-report]
+    pytest-agentgym worker --nats URL                play episodes of a work queue (docs/scale-out.md)
+                   [--node PROFILE] [--concurrency N] [--name NAME]
 
 Each subcommand is a thin shell over a module that the plugin uses too.
 """
@@ -106,7 +108,31 @@ def _parser() -> argparse.ArgumentParser:
     merge.add_argument("--baseline", default=None, metavar="RUN_DIR",
                        help="compare with this run (default: the shards' --agentgym-baseline)")
     merge.add_argument("--no-report", action="store_true", help="do not write report.html")
+    _worker_parser(sub)
     return parser
+
+
+def _worker_parser(sub: argparse._SubParsersAction) -> None:
+    worker = sub.add_parser(
+        "worker", help="play the episodes of a work queue with this machine's model and servers",
+        description="Pulls work items from a NATS JetStream work queue (a pytest run with --agentgym-queue "
+                    "publishes them), plays each with this node profile's model endpoint and environment "
+                    "servers, and publishes the records back (docs/scale-out.md, Work queue).")
+    worker.add_argument("--nats", required=True, metavar="URL",
+                        help="the queue: nats://HOST:PORT[?name=NAME], as given to --agentgym-queue")
+    worker.add_argument("--node", default="local", metavar="PROFILE",
+                        help="node profile: a name under configs/nodes/ or a YAML file (default: local)")
+    worker.add_argument("--concurrency", type=int, default=None, metavar="N",
+                        help="episodes played at once (default: the profile's limits.concurrency)")
+    worker.add_argument("--name", default=None, help="this worker's name in heartbeats and records "
+                                                     "(default: HOST-PID)")
+    worker.add_argument("--log-dir", default=None, help="server and worker logs (default: reports/workers/NAME)")
+    worker.add_argument("--reconnect", type=float, default=60.0, metavar="S",
+                        help="seconds to keep reconnecting after NATS went away, then exit 1 (default: 60)")
+    worker.add_argument("--heartbeat", type=float, default=10.0, metavar="S",
+                        help="seconds between heartbeats (default: 10)")
+    worker.add_argument("--nak-delay", type=float, default=5.0, metavar="S",
+                        help="redelivery delay of an item this worker cannot serve (default: 5)")
 
 
 def _judging_options(command: argparse.ArgumentParser) -> None:
@@ -241,6 +267,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pytest_agentgym.merge import merge_command
 
         return merge_command(args.shards, args.out, baseline=args.baseline, report=not args.no_report)
+    if args.command == "worker":
+        import shlex
+
+        from pytest_agentgym.queue.worker import main as worker_main
+
+        if args.concurrency is not None and args.concurrency < 1:
+            print(f"pytest-agentgym worker: --concurrency {args.concurrency}: give a whole number >= 1",
+                  file=sys.stderr)
+            return 2
+        return worker_main(nats=args.nats, node=args.node, concurrency=args.concurrency, name=args.name,
+                           log_dir=args.log_dir, reconnect_s=args.reconnect, heartbeat_s=args.heartbeat,
+                           nak_delay_s=args.nak_delay,
+                           command=shlex.join(["pytest-agentgym", *(argv if argv is not None else sys.argv[1:])]))
     raise AssertionError(args.command)
 
 

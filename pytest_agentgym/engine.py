@@ -95,6 +95,12 @@ class Engine:
     def submitted(self, key: str) -> bool:
         return key in self._futures
 
+    def forget(self, key: str) -> None:
+        """Drop a finished episode's future (a long-lived queue worker plays without end)."""
+        future = self._futures.get(key)
+        if future is not None and future.done():
+            del self._futures[key]
+
     def in_flight(self) -> int:
         """How many episodes are being played right now."""
         return self._running

@@ -45,6 +45,12 @@ def parse_seconds(text: str) -> float:
     return value
 
 
+def parse_queue(text: str) -> Any:
+    from pytest_agentgym.queue.address import QueueAddress
+
+    return QueueAddress.parse(parse_text(text), where="")
+
+
 def parse_names(text: str) -> tuple[str, ...]:
     names = tuple(part.strip() for part in str(text).split(",") if part.strip())
     if not names:
@@ -190,6 +196,9 @@ OPTIONS: tuple[Option, ...] = (
            parse_shard, "none"),
     Option("retries", "N", "retries of an episode after an infrastructure error", parse_non_negative_int, "1"),
     Option("nats", "URL", "publish events to this NATS server", parse_text, "node"),
+    Option("queue", "URL", "coordinate a fleet: each episode goes to this NATS JetStream work queue "
+           "(nats://HOST:PORT[?name=NAME&ack_wait=S&max_deliver=N]) and `pytest-agentgym worker` "
+           "processes play them", parse_queue, "none: played here"),
     Option("no_nats", None, "do not publish NATS events"),
     Option("no_report", None, "do not write report.html"),
     Option("preflight", None, "check model, environment servers and NATS, run no episode; "

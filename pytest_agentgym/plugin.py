@@ -85,6 +85,9 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = settings.__class__(**{**settings.__dict__, "run_id": config.workerinput["agentgym_run_id"]})
     for name in settings.env_specs:
         config.addinivalue_line("markers", f"{name.lower()}: episodes of {name}")
+    if settings.queue is not None and (_uses_xdist(config) or _is_worker(config)):
+        raise pytest.UsageError("--agentgym-queue and pytest-xdist (-n) do not go together: the queue's "
+                                "workers are the parallelism; leave out -n")
     config.stash[SETTINGS_KEY] = settings
     config.stash[SUITE_ERRORS_KEY] = []
     config.stash[NODE_SKIPPED_KEY] = {}

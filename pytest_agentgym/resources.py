@@ -75,6 +75,11 @@ class RunResources:
         self.server_identities: dict[str, str] = {}
         self.engine = None
         self.publisher = None
+        #: the queue coordinator (--agentgym-queue), which takes the engine's place
+        self.fleet = None
+        #: a resumed run's generation and run directory, for the queue coordinator
+        self.generation = 1
+        self.run_dir = ""
         if worker_input is not None:
             self.env_urls = dict(worker_input["agentgym_env_urls"])
 
@@ -120,7 +125,12 @@ class RunResources:
         if self._chosen is None:
             from pytest_agentgym.model.endpoints import ChosenEndpoint, EndpointConfig, choose_endpoint
 
-            if self.worker is not None:
+            if self.settings.queue is not None and self.worker is None:
+                from pytest_agentgym.queue.fleet import open_fleet
+
+                self.fleet, self._chosen = open_fleet(self.settings, generation=self.generation,
+                                                      run_dir=self.run_dir)
+            elif self.worker is not None:
                 w = self.worker
                 config = EndpointConfig(kind=w["agentgym_endpoint_kind"], url=w["agentgym_endpoint_url"],
                                         model=w["agentgym_model"])
@@ -137,7 +147,7 @@ class RunResources:
         try:
             return self.ensure_endpoint()
         except Exception as exc:  # noqa: BLE001 - NoEndpointAvailable, LaunchError, ...
-            self.setup_error = ErrorInfo.from_exception(exc, "model")
+            self.setup_error = ErrorInfo.from_exception(exc, "harness" if self.settings.queue else "model")
             self.setup_details = tuple(getattr(exc, "details", ()))
             return None
 
@@ -146,8 +156,8 @@ class RunResources:
     def start_envs(self, names: Iterable[str]) -> None:
         """Start or attach to the servers of ``names`` (controller only); one that cannot
         be had is remembered in :attr:`env_errors` and its episodes become error records."""
-        if self.worker is not None:
-            return
+        if self.worker is not None or self.fleet is not None:
+            return  # xdist: the controller's; a queue: each worker's own
         from pytest_agentgym.servers.pool import ServerPool
         from pytest_agentgym.servers.process import ServerError
 
@@ -192,7 +202,13 @@ class RunResources:
     # -- the engine --------------------------------------------------------------------------
 
     def start_engine(self, adapters: dict[str, Any], *, concurrency: int,
-                     on_finished: Callable[[EpisodeRecord], None]) -> None:
+                     on_finished: Callable[[EpisodeRecord], None], kept: Iterable = ()) -> None:
+        """The engine; with a queue, the coordinator in its place (``kept``: the keys a
+        resumed run has scored already, whose results in the stream it does not take)."""
+        if self.fleet is not None:
+            self.fleet.start(on_finished, scored_keys=set(kept))
+            self.engine = self.fleet
+            return
         chosen = self._chosen
         ms = self.model_settings() if self.worker is None else None
         worker = self.worker

@@ -102,6 +102,8 @@ class EpisodeRecord:
     checkpoint: str | None = None
     node: str | None = None
     score: float | None = None
+    #: The queue worker that played the episode (``--agentgym-queue``); None when the run played it.
+    worker: str | None = None
     #: Rounds allowed and sampling sent (the effective values, after precedence).
     max_rounds: int | None = None
     sampling: dict[str, Any] | None = None

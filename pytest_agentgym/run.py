@@ -55,6 +55,7 @@ class EvaluationRun:
                                           worker_input["agentgym_generation"])
         self.ledger = ledger or RunLedger(RunDir(Path(settings.reports).resolve() / settings.run_id))
         self.resources = RunResources(settings, log_dir=self.ledger.run_dir.logs, worker_input=worker_input)
+        self.resources.generation, self.resources.run_dir = self.ledger.generation, str(self.run_dir.path)
         #: env -> what the suites ask of it (gates, budget, rounds, sampling)
         self.plans: dict[str, EnvPlan] = {}
         self.summaries: dict[str, EnvSummary] = {}
@@ -151,7 +152,7 @@ class EvaluationRun:
             self._open_records(chosen, env_names)
         if chosen is not None:  # else every episode becomes an error record (see submit)
             self.resources.start_engine(self._adapters, concurrency=self.settings.concurrency if self._prefetch else 1,
-                                        on_finished=self._episode_finished)
+                                        on_finished=self._episode_finished, kept=self.ledger.kept)
 
     def _open_records(self, chosen: Any, env_names: Sequence[str]) -> None:
         from pytest_agentgym import fingerprint

@@ -74,6 +74,8 @@ class Settings:
     resume: Path | None = None
     #: --agentgym-shard (pytest_agentgym.shards.Shard), ``auto`` resolved
     shard: Any = None
+    #: --agentgym-queue (a queue.address.QueueAddress): workers play the episodes
+    queue: Any = None
 
     def spec(self, name: str) -> EnvSpec:
         for known, spec in self.env_specs.items():
@@ -293,6 +295,7 @@ def resolve(config: pytest.Config) -> Settings:
         node_max_error_rate=node_budget,
         resume=resume,
         shard=shard,
+        queue=values["queue"],
     )
 
 

@@ -29,11 +29,12 @@ def header_lines(run: Any, probe: bool) -> list[str]:
     if probe:
         chosen = run.resources.endpoint_or_error()
         if chosen is None:
-            lines.append(f"agentgym: NO MODEL ENDPOINT, every episode will be an error: "
+            lines.append(f"agentgym: {'NO WORK QUEUE' if s.queue else 'NO MODEL ENDPOINT'}, every episode will be an error: "
                          f"{run.resources.setup_error.message}")
         else:
             lines.append(f"agentgym: model {chosen.model} via {chosen.kind} at {chosen.base_url}")
-            lines.extend(f"agentgym: endpoint: {note}" for note in chosen.notes)
+            lines.extend(f"agentgym: {'queue' if chosen.kind == 'queue' else 'endpoint'}: {note}"
+                         for note in chosen.notes)
     else:
         first = run.model_settings().endpoints[0]
         lines.append(f"agentgym: model endpoint {first.describe()} (not contacted)")

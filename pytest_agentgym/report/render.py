@@ -204,7 +204,7 @@ def trajectory_json(record: EpisodeRecord) -> str:
         previous_feedback = turn.feedback
         turns.append(values)
     data = {
-        "model": record.model, "checkpoint": record.checkpoint, "node": record.node,
+        "model": record.model, "checkpoint": record.checkpoint, "node": record.node, "worker": record.worker,
         "nodeid": record.nodeid, "started_at": record.started_at, "min_reward": record.min_reward,
         "score": record.score, "prompt_tokens": record.prompt_tokens,
         "completion_tokens": record.completion_tokens, "error": _error(record.error),

@@ -186,6 +186,7 @@
     fact(facts, "Model", record.model);
     fact(facts, "Checkpoint", record.checkpoint);
     fact(facts, "Node", record.node);
+    fact(facts, "Worker", record.worker);
     fact(facts, "Started", record.started_at);
     fact(facts, "pytest id", record.nodeid);
     content.appendChild(facts);

@@ -1,0 +1,362 @@
+"""`pytest-agentgym worker`: pull episodes from a work queue and play them here.
+
+A worker is the engine (not pytest) with its own node profile: it chooses the
+profile's model endpoint and starts (or attaches to) its environment servers as
+a run would, then takes work items from the queue's durable pull consumer, up
+to ``--concurrency`` at once. For each item it
+
+1. naks it with a delay when it cannot serve the environment (not in its
+   profile, or its server would not start), so another worker takes it;
+2. acks it at once when the results stream already holds its result (the ack of
+   an earlier delivery was lost, e.g. across a server restart);
+3. plays the episode, sending an in-progress ack every third of AckWait;
+4. publishes the record to the results stream (msg id: episode + generation +
+   delivery; a publish retried through a reconnect is stored once) and acks the
+   item only once the result is stored.
+
+A worker that dies takes no item with it: JetStream redelivers what it did not
+ack after AckWait. SIGTERM or Ctrl-C: stop taking work, nak what is in flight
+(no delay), exit 0. Every ``heartbeat_s`` (and when the coordinator calls the
+roll) it publishes a heartbeat on ``agentgym.field.status.v1``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from pytest_agentgym.queue import streams
+from pytest_agentgym.queue.address import QueueAddress
+from pytest_agentgym.queue.wire import (
+    HEARTBEAT_SUBJECT,
+    MSG_ID_HEADER,
+    Heartbeat,
+    Result,
+    WireError,
+    WorkItem,
+    decode,
+    encode,
+)
+from pytest_agentgym.results import EpisodeRecord
+
+log = logging.getLogger("pytest_agentgym.queue.worker")
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerConfig:
+    address: QueueAddress
+    name: str
+    concurrency: int
+    log_dir: Path
+    reconnect_s: float = 60.0
+    heartbeat_s: float = 10.0
+    nak_delay_s: float = 5.0
+
+
+def default_name() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class Worker:
+    def __init__(self, config: WorkerConfig, settings: Any, *, say: Callable[[str], None] = print) -> None:
+        from pytest_agentgym.resources import RunResources
+
+        self.config = config
+        self.settings = settings
+        self.say = say
+        self.resources = RunResources(settings, log_dir=config.log_dir)
+        self.served = tuple(n for n in settings.env_specs if n not in settings.skip_envs)
+        self._adapters: dict[str, Any] = {}
+        self._inflight: dict[int, Any] = {}  # id(msg) -> msg
+        self._stopping = asyncio.Event()
+        self._starting = asyncio.Lock()
+        self.stop_reason: str | None = None
+        self.played = 0
+        self._nc: Any = None
+        self._js: Any = None
+        self._ack_wait = config.address.ack_wait_s
+        self._model = "unknown"
+
+    # -- starting ------------------------------------------------------------------------
+
+    def _adapter(self, env: str) -> Any:
+        if env not in self._adapters:
+            from pytest_agentgym.envs import adapter_class
+
+            self._adapters[env] = adapter_class(env)(self.settings.spec(env).prompt_template)
+        return self._adapters[env]
+
+    async def run(self) -> int:
+        """Serve until stopped; 0 after SIGTERM/SIGINT, 1 when NATS went away for good, 2
+        when the worker could not start."""
+        try:  # the queue first: no model is launched for a queue that is not there
+            self._nc = await streams.connect(self.config.address, name=f"pytest-agentgym worker {self.config.name}",
+                                             reconnect_s=self.config.reconnect_s, on_closed=self._closed)
+            self._js = self._nc.jetstream(timeout=streams.API_TIMEOUT_S)
+            await streams.ensure_streams(self._js, self.config.address)
+        except streams.QueueUnavailable as exc:
+            self.say(f"worker {self.config.name}: {exc}")
+            return 2
+        chosen = await asyncio.to_thread(self.resources.endpoint_or_error)
+        if chosen is None:
+            self.say(f"worker {self.config.name}: no model endpoint: {self.resources.setup_error.message}")
+            await self._nc.close()
+            return 2
+        self._model = chosen.model
+        self.resources.start_engine(self._adapters, concurrency=self.config.concurrency, on_finished=lambda r: r)
+        sub = await self._bind()
+        self._install_signals()
+        await self._nc.subscribe(self.config.address.ping_subject, cb=self._pinged)
+        beats = asyncio.ensure_future(self._heartbeats())
+        self.say(f"worker {self.config.name}: serving {self.config.address.describe()} with "
+                 f"{self.config.concurrency} slot(s); node {self.settings.node}, model {chosen.model} via "
+                 f"{chosen.kind}; environments {', '.join(self.served)}")
+        try:
+            await self._pull(sub)
+        finally:
+            beats.cancel()
+            await self._wind_down()
+        return 1 if self.stop_reason and self.stop_reason.startswith("lost") else 0
+
+    async def _bind(self) -> Any:
+        """The workers' consumer (made with this worker's AckWait and MaxDeliver when no
+        coordinator made it first; never changed here)."""
+        from nats.js.errors import NotFoundError
+
+        address = self.config.address
+        try:
+            info = await self._js.consumer_info(address.work_stream, address.workers_consumer)
+        except NotFoundError:
+            await streams.ensure_workers_consumer(self._js, address)
+            info = await self._js.consumer_info(address.work_stream, address.workers_consumer)
+        self._ack_wait = float(info.config.ack_wait or address.ack_wait_s)
+        return await self._js.pull_subscribe_bind(address.workers_consumer, address.work_stream)
+
+    def _install_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, self.stop, f"signal {signal.Signals(sig).name}")
+            except (NotImplementedError, RuntimeError):  # not the main thread
+                pass
+
+    def stop(self, reason: str = "stopped") -> None:
+        self.stop_reason = self.stop_reason or reason
+        self._stopping.set()
+
+    async def _closed(self) -> None:
+        self.stop(f"lost NATS at {self.config.address.server} for more than {self.config.reconnect_s:g} s")
+
+    # -- pulling -------------------------------------------------------------------------
+
+    async def _pull(self, sub: Any) -> None:
+        slot_freed = asyncio.Event()
+        tasks: set[asyncio.Task] = set()
+        while not self._stopping.is_set():
+            free = self.config.concurrency - len(tasks)
+            if free <= 0:
+                slot_freed.clear()
+                await _first(slot_freed.wait(), self._stopping.wait())
+                continue
+            try:
+                msgs = await sub.fetch(free, timeout=1.0)
+            except asyncio.TimeoutError:
+                continue
+            except Exception as exc:  # noqa: BLE001 - reconnecting: try again shortly
+                log.debug("fetch: %s", exc)
+                await _first(asyncio.sleep(0.5), self._stopping.wait())
+                continue
+            for msg in msgs:
+                task = asyncio.ensure_future(self._handle(msg))
+                tasks.add(task)
+                task.add_done_callback(lambda t: (tasks.discard(t), slot_freed.set()))
+        for task in list(tasks):
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _handle(self, msg: Any) -> None:
+        self._inflight[id(msg)] = msg
+        try:
+            await self._serve(msg)
+        except asyncio.CancelledError:
+            await _quietly(msg.nak())  # stopping: another worker takes it now
+            raise
+        except Exception as exc:  # noqa: BLE001 - never lose the loop; the item is redelivered
+            log.exception("work item on %s", msg.subject)
+            self.say(f"worker {self.config.name}: could not finish a work item ({type(exc).__name__}: {exc}); "
+                     f"it will be redelivered")
+        finally:
+            self._inflight.pop(id(msg), None)
+
+    async def _serve(self, msg: Any) -> None:
+        try:
+            item = WorkItem.from_payload(decode(msg.data, msg.headers))
+        except WireError as exc:
+            self.say(f"worker {self.config.name}: dropped a malformed work item on {msg.subject}: {exc}")
+            await msg.term()
+            return
+        delivery = msg.metadata.num_delivered
+        progress = asyncio.ensure_future(self._keep_alive(msg))  # a server start may take a while too
+        try:
+            if not await self._can_serve(item.env):
+                await msg.nak(delay=self.config.nak_delay_s)
+                return
+            address = self.config.address
+            subject = address.result_subject(item.run_id, item.env, item.task_index, item.repeat)
+            stored = await streams.last_on_subject(self._js, address.results_stream, subject)
+            if stored is not None and _generation(stored) == item.generation:
+                await msg.ack_sync(timeout=streams.API_TIMEOUT_S)  # played before; only the ack was lost
+                return
+            log.info("playing %s delivery %d", item.msg_id, delivery)
+            key = f"{item.msg_id}:a{delivery}"
+            try:
+                record = await asyncio.wrap_future(self.resources.engine.submit(key, self._request(item)))
+            finally:
+                self.resources.engine.forget(key)
+            record = dataclasses.replace(record, worker=self.config.name, generation=item.generation)
+            await self._publish(Result(record, self.config.name, delivery, item.generation), subject)
+            await msg.ack_sync(timeout=streams.API_TIMEOUT_S)
+        finally:
+            progress.cancel()
+        self.played += 1
+        log.info("played %s delivery %d", item.msg_id, delivery)
+        self.say(f"worker {self.config.name}: {item.nodeid or item.msg_id} (run {item.run_id}): {record.outcome}, "
+                 f"reward {record.reward}, {record.duration_s:.1f} s (delivery {delivery})")
+
+    async def _can_serve(self, env: str) -> bool:
+        if env not in self.served:
+            log.info("naked %s: not served by node %s", env, self.settings.node)
+            return False
+        async with self._starting:  # one start per server, however many items wait on it
+            await asyncio.to_thread(self.resources.start_envs, [env])
+        if env in self.resources.env_errors:
+            log.info("naked %s: %s", env, self.resources.env_errors[env].message)
+            return False
+        self._adapter(env)
+        return True
+
+    def _request(self, item: WorkItem) -> Any:
+        from pytest_agentgym.episode import EpisodeLimits, EpisodeRequest
+
+        return EpisodeRequest(
+            run_id=item.run_id, spec=self.settings.spec(item.env), task_index=item.task_index, repeat=item.repeat,
+            limits=EpisodeLimits(max_rounds=item.max_rounds, timeout_s=item.timeout_s, retries=item.retries),
+            min_reward=item.min_reward, nodeid=item.nodeid, node=self.settings.node, checkpoint=item.checkpoint,
+            sampling=dict(item.sampling))
+
+    async def _keep_alive(self, msg: Any) -> None:
+        """In-progress acks while the episode runs: JetStream restarts AckWait on each."""
+        while True:
+            await asyncio.sleep(max(0.2, self._ack_wait / 3))
+            await _quietly(msg.in_progress())
+
+    async def _publish(self, result: Result, subject: str) -> None:
+        """Get the result stored, retrying through a reconnect (same msg id: stored once)."""
+        data, headers = encode(result.to_payload())
+        headers = {**headers, MSG_ID_HEADER: result.msg_id()}
+        deadline = time.monotonic() + self.config.reconnect_s
+        while True:
+            try:
+                await self._js.publish(subject, data, headers=headers, timeout=streams.API_TIMEOUT_S)
+                return
+            except Exception as exc:  # noqa: BLE001 - unstored: the item stays unacked and comes back
+                if time.monotonic() > deadline or self._nc.is_closed:
+                    raise
+                log.debug("publish result: %s", exc)
+                await asyncio.sleep(0.5)
+
+    # -- heartbeats ------------------------------------------------------------------------
+
+    def heartbeat(self, state: str = "serving") -> Heartbeat:
+        return Heartbeat(worker=self.config.name, queue=self.config.address.name, profile=self.settings.node,
+                         model=self._model, capacity=self.config.concurrency, load=len(self._inflight),
+                         envs=self.served, host=socket.gethostname(), state=state)
+
+    async def _beat(self, state: str = "serving") -> None:
+        import json
+
+        try:
+            await self._nc.publish(HEARTBEAT_SUBJECT, json.dumps(self.heartbeat(state).to_payload()).encode())
+        except Exception as exc:  # noqa: BLE001 - a heartbeat lost while reconnecting
+            log.debug("heartbeat: %s", exc)
+
+    async def _heartbeats(self) -> None:
+        while True:
+            await self._beat()
+            await asyncio.sleep(self.config.heartbeat_s)
+
+    async def _pinged(self, msg: Any) -> None:
+        await self._beat()
+
+    # -- the end ----------------------------------------------------------------------------
+
+    async def _wind_down(self) -> None:
+        self.say(f"worker {self.config.name}: stopping ({self.stop_reason}); played {self.played} episode(s)")
+        if self._nc is not None and not self._nc.is_closed:
+            await self._beat("stopping")
+            try:  # the naks of the items in flight go out before the connection closes
+                await asyncio.wait_for(self._nc.flush(), 2.0)
+                await asyncio.wait_for(self._nc.close(), 2.0)
+            except Exception:  # noqa: BLE001 - a dead connection
+                pass
+        await asyncio.to_thread(self.resources.stop)
+
+
+def _generation(stored: Any) -> int | None:
+    try:
+        return Result.from_payload(decode(stored.data, stored.headers)).generation
+    except WireError:
+        return None
+
+
+async def _first(*aws: Any) -> None:
+    """Wait until the first of ``aws`` finishes; cancel the rest."""
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+async def _quietly(coro: Any) -> None:
+    try:
+        await coro
+    except Exception as exc:  # noqa: BLE001 - best effort (the connection may be reconnecting)
+        log.debug("%s", exc)
+
+
+def main(*, nats: str, node: str, concurrency: int | None, name: str | None, log_dir: str | None,
+         reconnect_s: float, heartbeat_s: float, nak_delay_s: float, command: str) -> int:
+    """`pytest-agentgym worker`: 0 stopped by a signal, 1 NATS lost, 2 bad input or no start."""
+    import sys
+
+    from pytest_agentgym.queue.address import QueueAddressError
+    from pytest_agentgym.queue.profile import ProfileError, worker_settings
+
+    name = name or default_name()
+    logs = Path(log_dir or Path("reports") / "workers" / name).resolve()
+    try:
+        address = QueueAddress.parse(nats, where="--nats")
+        settings = worker_settings(node, rootdir=Path.cwd(), concurrency=concurrency, log_dir=logs,
+                                   command=command)
+    except (QueueAddressError, ProfileError) as exc:
+        print(f"pytest-agentgym worker: {exc}", file=sys.stderr)
+        return 2
+    logs.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(logs / "worker.log", encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("pytest_agentgym")
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    config = WorkerConfig(address=address, name=name, concurrency=settings.concurrency, log_dir=logs,
+                          reconnect_s=reconnect_s, heartbeat_s=heartbeat_s, nak_delay_s=nak_delay_s)
+    worker = Worker(config, settings, say=lambda line: print(line, flush=True))
+    return asyncio.run(worker.run())
