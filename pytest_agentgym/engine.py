@@ -95,6 +95,11 @@ class Engine:
     def submitted(self, key: str) -> bool:
         return key in self._futures
 
+    def forget(self, key: str) -> None:
+        """Let go of ``key``'s future (its holder keeps it): a long-lived caller such as
+        the rollout service would otherwise keep every record it ever played."""
+        self._futures.pop(key, None)
+
     def in_flight(self) -> int:
         """How many episodes are being played right now."""
         return self._running
