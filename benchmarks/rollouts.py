@@ -95,6 +95,20 @@ def phases(run_dir: Path) -> str:
             f"the turns {statistics.median(rest):.2f} s; mean rounds {statistics.mean(r['rounds'] for r in records):.2f}")
 
 
+def cpu_seconds(model: ManagedServer, service: ManagedServer) -> dict[str, float]:
+    """CPU time used so far by the service process, its environment servers (its children)
+    and the model, in seconds (user + system)."""
+    import psutil
+
+    def used(process: psutil.Process) -> float:
+        times = process.cpu_times()
+        return times.user + times.system
+
+    me = psutil.Process(service.pid)
+    return {"service": used(me), "env servers": sum(used(c) for c in me.children(recursive=True)),
+            "model": used(psutil.Process(model.pid))}
+
+
 def ideal(rollouts: list[dict], delay_s: float, concurrency: int) -> float:
     rounds = [r["rounds"] for r in rollouts]
     return max(max(rounds) * delay_s, sum(rounds) * delay_s / concurrency)
@@ -124,10 +138,14 @@ def main() -> None:
                                 workdir)
             batch(services[c], model.url, [0], 1, args.env)  # warm-up: the TextCraft server, the client
         results: dict[int, list[tuple[float, float]]] = {c: [] for c in args.concurrency}
+        cpu: dict[int, list[dict[str, float]]] = {c: [] for c in args.concurrency}
         for _ in range(args.repeats):
             for c in args.concurrency:
+                before = cpu_seconds(model, services[c])
                 wall, rollouts = batch(services[c], model.url, IDS, N, args.env)
+                after = cpu_seconds(model, services[c])
                 results[c].append((len(rollouts) / wall, ideal(rollouts, args.delay_ms / 1000, c) / wall))
+                cpu[c].append({k: 1000 * (after[k] - before[k]) / len(rollouts) for k in after})
         print(f"rollout service, {args.env} ids 0-15 x n={N} ({len(IDS) * N} rollouts, max_round 10), "
               f"{args.delay_ms:g} ms model, {args.repeats} batches per concurrency, interleaved; "
               f"{os.cpu_count()} cores, load average {load} at the start, {os.getloadavg()[0]:.1f} at the end:")
@@ -138,6 +156,8 @@ def main() -> None:
                   f"(min {min(rates):.1f}, max {max(rates):.1f}); of ideal {statistics.median(shares):.2f} "
                   f"(min {min(shares):.2f}, max {max(shares):.2f})")
             print(f"    {phases(workdir / 'reports' / f'c{c}')}")
+            print("    CPU ms per rollout (medians): " + ", ".join(
+                f"{k} {statistics.median(row[k] for row in cpu[c]):.1f}" for k in cpu[c][0]))
         print(json.dumps({str(c): rows for c, rows in results.items()}))
     finally:
         for service in services.values():

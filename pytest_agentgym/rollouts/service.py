@@ -57,10 +57,14 @@ class Pending:
         try:
             record = self.future.result(timeout=0)
         except concurrent.futures.CancelledError:
-            return {"id": self.id, "sample": self.sample, "reward": None, "success": False,
-                    "error": {"type": "Cancelled", "where": "harness",
-                              "message": "the rollout service stopped before this rollout finished"}}
+            return self._failed("Cancelled", "the rollout service stopped before this rollout finished")
+        except Exception as exc:  # noqa: BLE001 - a bug in the harness: say so in this rollout only
+            return self._failed(type(exc).__name__, f"the harness failed on this rollout: {exc}")
         return rollout_answer(record, self.adapter, id=self.id, sample=self.sample)
+
+    def _failed(self, kind: str, message: str) -> dict[str, Any]:
+        return {"id": self.id, "sample": self.sample, "reward": None, "success": False, "messages": [],
+                "error": {"type": kind, "message": message, "where": "harness"}}
 
 
 class RolloutService:
