@@ -17,6 +17,8 @@
                    [--baseline RUN_DIR] [--no-report]
     pytest-agentgym worker --nats URL                play episodes of a work queue (docs/scale-out.md)
                    [--node PROFILE] [--concurrency N] [--name NAME]
+    pytest-agentgym rollout-server --port 8081       serve POST /rollouts for GRPO trainers
+                   [--node PROFILE] [--concurrency N] [--reports DIR] [--run-id ID]
 
 Each subcommand is a thin shell over a module that the plugin uses too.
 """
@@ -109,6 +111,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="compare with this run (default: the shards' --agentgym-baseline)")
     merge.add_argument("--no-report", action="store_true", help="do not write report.html")
     _worker_parser(sub)
+    _rollout_server_parser(sub)
     return parser
 
 
@@ -133,6 +136,64 @@ def _worker_parser(sub: argparse._SubParsersAction) -> None:
                         help="seconds between heartbeats (default: 10)")
     worker.add_argument("--nak-delay", type=float, default=5.0, metavar="S",
                         help="redelivery delay of an item this worker cannot serve (default: 5)")
+
+
+def _rollout_server_parser(sub: argparse._SubParsersAction) -> None:
+    rollouts = sub.add_parser(
+        "rollout-server", help="serve POST /rollouts: scored AgentGym conversations for GRPO trainers",
+        description="Plays the episodes a trainer asks for (env, ids, n samples per id, its model endpoint) "
+                    "with the same engine as a pytest run, and answers one scored conversation per rollout; "
+                    "every rollout is also kept in a run directory (docs/training.md).")
+    rollouts.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    rollouts.add_argument("--port", type=int, default=8081, help="port (default: 8081)")
+    rollouts.add_argument("--node", default="local", metavar="PROFILE",
+                          help="node profile: environments, servers, limits, sampling, NATS (default: local)")
+    rollouts.add_argument("--concurrency", type=int, default=None, metavar="N",
+                          help="episodes in flight per model endpoint (default: the node's limits.concurrency)")
+    rollouts.add_argument("--reports", default="reports", help="where the run directory goes (default: reports)")
+    rollouts.add_argument("--run-id", default=None, help="the run directory's name (default: rollouts-<time>)")
+    rollouts.add_argument("--nats", default=None, metavar="URL", help="publish episode events there "
+                          "(default: the node's nats.url)")
+    rollouts.add_argument("--api-key-env", default=None, metavar="NAME",
+                          help="environment variable holding the model endpoints' API key (default: none)")
+    rollouts.add_argument("--base-url", default=None, metavar="URL",
+                          help="model endpoint for batches that give no base_url (default: none, required)")
+    rollouts.add_argument("--log-level", default="warning", help="uvicorn log level (default: warning)")
+
+
+def _rollout_server(args: argparse.Namespace) -> int:
+    from pytest_agentgym.ledger import LedgerError
+    from pytest_agentgym.model.client import read_api_key
+    from pytest_agentgym.rollouts.app import serve
+    from pytest_agentgym.rollouts.node import NodeError, RolloutNode
+    from pytest_agentgym.rollouts.request import BadRollouts
+    from pytest_agentgym.rollouts.service import RolloutService
+
+    try:
+        if args.concurrency is not None and args.concurrency < 1:
+            raise ValueError(f"--concurrency must be at least 1, got {args.concurrency}")
+        node = RolloutNode.load(args.node, Path.cwd(), concurrency=args.concurrency, nats=args.nats)
+        if args.api_key_env:
+            read_api_key(args.api_key_env)  # set, or say so now rather than at the first batch
+        if args.base_url:
+            from pytest_agentgym.rollouts.endpoint import openai_base
+
+            args.base_url = openai_base(args.base_url)
+        service = RolloutService(node, reports=Path(args.reports), run_id=args.run_id,
+                                 api_key_env=args.api_key_env,
+                                 command="pytest-agentgym " + " ".join(sys.argv[1:]))
+    except (NodeError, LedgerError, BadRollouts, ValueError) as exc:
+        print(f"pytest-agentgym rollout-server: {exc}", file=sys.stderr)
+        return 2
+    for line in service.start():
+        print(line, flush=True)
+    print(f"rollout service on http://{args.host}:{args.port} (node {node.name}, concurrency "
+          f"{node.concurrency} per endpoint; environments: {', '.join(node.served())})", flush=True)
+    try:
+        serve(service, host=args.host, port=args.port, default_base_url=args.base_url, log_level=args.log_level)
+    finally:
+        service.close()  # when uvicorn could not start (port taken); else done already at its shutdown
+    return 0
 
 
 def _judging_options(command: argparse.ArgumentParser) -> None:
@@ -280,6 +341,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                            log_dir=args.log_dir, reconnect_s=args.reconnect, heartbeat_s=args.heartbeat,
                            nak_delay_s=args.nak_delay,
                            command=shlex.join(["pytest-agentgym", *(argv if argv is not None else sys.argv[1:])]))
+    if args.command == "rollout-server":
+        return _rollout_server(args)
     raise AssertionError(args.command)
 
 

@@ -96,10 +96,9 @@ class Engine:
         return key in self._futures
 
     def forget(self, key: str) -> None:
-        """Drop a finished episode's future (a long-lived queue worker plays without end)."""
-        future = self._futures.get(key)
-        if future is not None and future.done():
-            del self._futures[key]
+        """Let go of ``key``'s future (its holder keeps it): a long-lived caller such as
+        the rollout service or a queue worker would otherwise keep every record it ever played."""
+        self._futures.pop(key, None)
 
     def in_flight(self) -> int:
         """How many episodes are being played right now."""

@@ -54,6 +54,8 @@ class Completion:
     latency_s: float
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    #: The endpoint's per-token data (logprobs, token ids), when it sent some.
+    token_data: dict[str, Any] | None = None
 
 
 class ChatModel(Protocol):
@@ -178,6 +180,7 @@ async def _play(
                     prompt_tokens=completion.prompt_tokens,
                     completion_tokens=completion.completion_tokens,
                     score=result.score,
+                    token_data=completion.token_data,
                 )
             )
             messages.append({"role": "assistant", "content": completion.text})

@@ -44,7 +44,8 @@ class ModelAdapter:
     async def complete(self, messages: Sequence[dict[str, str]], *, budget_s: float,
                        sampling: dict[str, Any]) -> Completion:
         reply = await self._client.chat(messages, sampling=self._sampling(sampling), budget=budget_s)
-        return Completion(reply.text, reply.latency_s, reply.prompt_tokens, reply.completion_tokens)
+        return Completion(reply.text, reply.latency_s, reply.prompt_tokens, reply.completion_tokens,
+                          reply.token_data)
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -73,6 +73,10 @@ class Turn:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     score: float | None = None
+    #: The endpoint's per-token data for ``reply`` (``logprobs``, ``token_ids``,
+    #: ``prompt_token_ids``), untouched, when it sent some (ask with sampling
+    #: ``logprobs: true``); None otherwise.
+    token_data: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -91,6 +91,9 @@ class ModelReply:
     record: CallRecord
     finish_reason: str | None = None
     model: str | None = None
+    #: The endpoint's per-token data for this reply, untouched (see :data:`TOKEN_DATA_KEYS`);
+    #: None when it sent none.
+    token_data: dict[str, Any] | None = None
 
     @property
     def latency_s(self) -> float:
@@ -133,6 +136,11 @@ class Sampling:
     max_tokens: int | None = None
     seed: int | None = None
     stop: tuple[str, ...] | None = None
+    #: Ask for per-token log probabilities (OpenAI ``logprobs``, ``top_logprobs``).
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+    #: Ask vLLM for the prompt's and the reply's token ids (sent in the body as is).
+    return_token_ids: bool | None = None
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None, *, where: str = "model.sampling") -> "Sampling":
@@ -149,7 +157,11 @@ class Sampling:
             values["stop"] = (stop,)
         elif stop is not None:
             values["stop"] = tuple(str(s) for s in stop)
-        for key, kind in (("temperature", float), ("top_p", float), ("max_tokens", int), ("seed", int)):
+        for key in ("logprobs", "return_token_ids"):
+            if values.get(key) is not None and not isinstance(values[key], bool):
+                raise ValueError(f"{where}.{key} must be true or false, got {values[key]!r}")
+        for key, kind in (("temperature", float), ("top_p", float), ("max_tokens", int), ("seed", int),
+                          ("top_logprobs", int)):
             if values.get(key) is not None:
                 try:
                     values[key] = kind(values[key])
@@ -161,6 +173,8 @@ class Sampling:
         params = {f.name: getattr(self, f.name) for f in fields(self)}
         if params["stop"] is not None:
             params["stop"] = list(params["stop"])
+        if params.pop("return_token_ids") is not None:  # not an OpenAI parameter: into the body as is
+            params["extra_body"] = {"return_token_ids": self.return_token_ids}
         return {k: v for k, v in params.items() if v is not None}
 
 
@@ -394,6 +408,7 @@ class EndpointClient:
             record=state.record(_token(usage, "prompt_tokens"), _token(usage, "completion_tokens")),
             finish_reason=finish if isinstance(finish, str) else None,
             model=model if isinstance(model, str) else None,
+            token_data=_token_data(body, choice),
         )
 
     @staticmethod
@@ -430,6 +445,19 @@ def _retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+#: Per-token data an endpoint may send, passed through untouched: in the choice
+#: (``logprobs``; vLLM's ``token_ids``) and beside it (vLLM's ``prompt_token_ids``,
+#: ``prompt_logprobs``).
+TOKEN_DATA_KEYS = {"choice": ("logprobs", "token_ids"), "body": ("prompt_token_ids", "prompt_logprobs")}
+
+
+def _token_data(body: Mapping[str, Any], choice: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What the answer holds of :data:`TOKEN_DATA_KEYS` (null values left out); None if nothing."""
+    data = {k: choice[k] for k in TOKEN_DATA_KEYS["choice"] if choice.get(k) is not None}
+    data.update((k, body[k]) for k in TOKEN_DATA_KEYS["body"] if body.get(k) is not None)
+    return data or None
 
 
 def _token(usage: Mapping[str, Any], key: str) -> int | None:

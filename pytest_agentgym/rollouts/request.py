@@ -1,0 +1,138 @@
+"""A ``POST /rollouts`` body, checked: which episodes to play, on which endpoint.
+
+    {"env": "textcraft", "model": "model-name", "base_url": "http://172.17.0.1:8001",
+     "ids": [0, 1, 2, 3], "max_round": 10,
+     "n": 4, "sampling": {"temperature": 1.0, "logprobs": true}, "seed": 7}
+
+Anything wrong is a :class:`BadRollouts` whose message says which key, what
+was wrong and what to send instead; the service answers it with HTTP 400.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from pytest_agentgym.envs.spec import EnvSpec
+from pytest_agentgym.rollouts.node import RolloutNode
+
+REQUIRED = ("env", "model", "ids")
+OPTIONAL = ("base_url", "max_round", "n", "sampling", "seed")
+#: The most rollouts one request may ask for (ids x n); a bigger batch is split by the client.
+MAX_ROLLOUTS = 10_000
+
+
+class BadRollouts(ValueError):
+    """A body the service refuses (HTTP 400); the message names the key and the fix."""
+
+
+@dataclass(frozen=True)
+class RolloutBatch:
+    spec: EnvSpec
+    model: str
+    #: the endpoint's OpenAI base URL (ending in /v1)
+    base_url: str
+    ids: tuple[int, ...]
+    max_rounds: int
+    n: int
+    #: the batch's sampling over the node's (seed left out: see :meth:`sampling_for`)
+    sampling: dict[str, Any]
+    seed: int | None
+
+    def sampling_for(self, sample: int) -> dict[str, Any]:
+        """What sample ``sample`` (0-based) of an id sends: sample k gets seed + k, so a
+        group of n differs and is reproducible; no seed is sent when none is given."""
+        if self.seed is None:
+            return dict(self.sampling)
+        return {**self.sampling, "seed": self.seed + sample}
+
+    @property
+    def size(self) -> int:
+        return len(self.ids) * self.n
+
+
+def _whole(value: Any, key: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise BadRollouts(f"'{key}' must be a whole number >= {low}, got {value!r}")
+    return value
+
+
+def parse_batch(body: Any, node: RolloutNode, *, default_base_url: str | None = None) -> RolloutBatch:
+    """Check ``body`` (the parsed JSON) against the node; raise :class:`BadRollouts`."""
+    from pytest_agentgym.model.client import Sampling
+    from pytest_agentgym.rollouts.endpoint import openai_base
+
+    if not isinstance(body, Mapping):
+        raise BadRollouts(f"the body must be a JSON object such as {EXAMPLE}, got {type(body).__name__}")
+    unknown = sorted(set(body) - set(REQUIRED) - set(OPTIONAL))
+    if unknown:
+        raise BadRollouts(f"unknown key(s) {', '.join(unknown)}; a batch has {', '.join(REQUIRED)} and "
+                          f"optionally {', '.join(OPTIONAL)}")
+    missing = [key for key in REQUIRED if key not in body]
+    if "base_url" not in body and default_base_url is None:
+        missing.append("base_url")
+    if missing:
+        raise BadRollouts(f"missing key(s) {', '.join(missing)}; e.g. {EXAMPLE}")
+    spec = _env(body["env"], node)
+    model = body["model"]
+    if not isinstance(model, str) or not model.strip():
+        raise BadRollouts(f"'model' must be the served model's name (a non-empty string), got {model!r}")
+    base_url = openai_base(body.get("base_url", default_base_url))
+    ids = _ids(body["ids"], spec)
+    max_rounds = _whole(body["max_round"], "max_round", 1) if body.get("max_round") is not None \
+        else node.rounds_for(spec)
+    n = _whole(body.get("n", 1), "n", 1)
+    if len(ids) * n > MAX_ROLLOUTS:
+        raise BadRollouts(f"{len(ids)} ids x n {n} = {len(ids) * n} rollouts; one request may ask for at most "
+                          f"{MAX_ROLLOUTS}: split the batch")
+    sampling = body.get("sampling") or {}
+    if not isinstance(sampling, Mapping):
+        raise BadRollouts(f"'sampling' must be an object such as {{\"temperature\": 1.0, \"top_p\": 0.95, "
+                          f"\"max_tokens\": 512}}, got {sampling!r}")
+    seed = body.get("seed")
+    if seed is not None and "seed" in sampling:
+        raise BadRollouts("give the seed once: as 'seed' or as 'sampling.seed', not both")
+    merged = {**node.sampling, **sampling}
+    try:
+        Sampling.from_mapping(merged, where="sampling")
+    except ValueError as exc:
+        raise BadRollouts(str(exc)) from None
+    if seed is None:
+        seed = merged.get("seed")
+    merged.pop("seed", None)
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise BadRollouts(f"'seed' must be a whole number, got {seed!r}")
+    return RolloutBatch(spec=spec, model=model.strip(), base_url=base_url, ids=ids, max_rounds=max_rounds,
+                        n=n, sampling=merged, seed=seed)
+
+
+EXAMPLE = ('{"env": "textcraft", "model": "model-name", "base_url": "http://127.0.0.1:8001", '
+           '"ids": [0, 1, 2, 3], "max_round": 10}')
+
+
+def _env(value: Any, node: RolloutNode) -> EnvSpec:
+    served = node.served()
+    if not isinstance(value, str) or not value.strip():
+        raise BadRollouts(f"'env' must name an environment; known on node {node.name}: {', '.join(served)}")
+    spec = node.spec(value.strip())
+    if spec is not None:
+        return spec
+    if node.skipped(value.strip()):
+        raise BadRollouts(f"environment {value!r} is skipped on node {node.name} (its envs.skip in {node.file}); "
+                          f"known here: {', '.join(served)}, or start the service with another --node")
+    raise BadRollouts(f"unknown environment {value!r}; known on node {node.name}: {', '.join(served)} "
+                      f"(names are case-insensitive)")
+
+
+def _ids(value: Any, spec: EnvSpec) -> tuple[int, ...]:
+    if not isinstance(value, list) or not value:
+        raise BadRollouts(f"'ids' must be a non-empty list of task indices such as [0, 1, 2, 3], got {value!r}")
+    bad = [v for v in value if isinstance(v, bool) or not isinstance(v, int)]
+    if bad:
+        raise BadRollouts(f"'ids' must hold whole numbers (task indices); not {bad[0]!r}")
+    low, high = spec.task_range()
+    outside = [v for v in value if v < low or (high is not None and v > high)]
+    if outside:
+        have = f"{low}-{high}" if high is not None else f"{low} and up"
+        raise BadRollouts(f"id(s) {', '.join(map(str, outside[:10]))} out of range: {spec.name} has tasks {have}")
+    return tuple(value)

@@ -1,0 +1,281 @@
+"""The rollout service's state: one run directory, the environment servers, and
+one engine per model endpoint. Knows nothing of HTTP (app.py serves it) or pytest.
+
+Every rollout is an episode played by :class:`~pytest_agentgym.engine.Engine`,
+with the adapters, prompts, retries and failure taxonomy of a pytest run.
+A batch names its endpoint (``base_url``, ``model``); the service keeps one
+engine per endpoint, each with the node's concurrency. Each finished rollout is
+appended to the service's run directory (``reports/<run_id>/episodes.jsonl``,
+without its per-token data) and, when the node publishes, sent to NATS as
+``agentgym.episode.completed.v1``; at shutdown run.json gets its final status and
+report.html is written. Within the run directory an episode's ``repeat`` counts
+the rollouts of its (environment, task) so far, so every rollout keeps its own
+record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import itertools
+import logging
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pytest_agentgym.engine import Engine
+from pytest_agentgym.envs import adapter_class
+from pytest_agentgym.envs.base import EnvAdapter
+from pytest_agentgym.episode import EpisodeLimits, EpisodeRequest
+from pytest_agentgym.ledger import RunLedger, final_status, git_commit
+from pytest_agentgym.results import EpisodeRecord, ErrorInfo, RunInfo
+from pytest_agentgym.rollouts.answer import rollout_answer, without_token_data
+from pytest_agentgym.rollouts.node import RolloutNode
+from pytest_agentgym.rollouts.request import RolloutBatch
+
+log = logging.getLogger("pytest_agentgym.rollouts")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class Pending:
+    """One rollout of a batch: which id and sample, and the future of its record."""
+
+    id: int
+    sample: int
+    future: concurrent.futures.Future[EpisodeRecord]
+    adapter: EnvAdapter
+
+    def answer(self) -> dict[str, Any]:
+        """The answer of a finished rollout (a cancelled one is a harness error)."""
+        try:
+            record = self.future.result(timeout=0)
+        except concurrent.futures.CancelledError:
+            return self._failed("Cancelled", "the rollout service stopped before this rollout finished")
+        except Exception as exc:  # noqa: BLE001 - a bug in the harness: say so in this rollout only
+            return self._failed(type(exc).__name__, f"the harness failed on this rollout: {exc}")
+        return rollout_answer(record, self.adapter, id=self.id, sample=self.sample)
+
+    def _failed(self, kind: str, message: str) -> dict[str, Any]:
+        return {"id": self.id, "sample": self.sample, "reward": None, "success": False, "messages": [],
+                "error": {"type": kind, "message": message, "where": "harness"}}
+
+
+class RolloutService:
+    def __init__(self, node: RolloutNode, *, reports: Path, run_id: str | None = None,
+                 api_key_env: str | None = None, command: str = "pytest-agentgym rollout-server") -> None:
+        self.node = node
+        self.api_key_env = api_key_env
+        self.run_id = run_id or "rollouts-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+        self.ledger = RunLedger.new(Path(reports).resolve(), self.run_id)  # LedgerError when the id is taken
+        self.command = command
+        self.env_urls: dict[str, str] = {}
+        self.env_errors: dict[str, ErrorInfo] = {}
+        self.adapters: dict[str, EnvAdapter] = {}
+        self._engines: dict[tuple[str, str], Engine] = {}
+        self._pool: Any = None
+        self._publisher: Any = None
+        self._lock = threading.Lock()
+        self._env_lock = threading.Lock()
+        self._repeats: dict[tuple[str, int], int] = {}
+        self._keys = itertools.count(1)
+        self.finished = 0
+        #: why a record could not be appended to episodes.jsonl (the rollout is still answered)
+        self.write_error: str | None = None
+        self.closed = False
+
+    @property
+    def run_dir(self) -> Path:
+        return self.ledger.run_dir.path
+
+    # -- start and stop -----------------------------------------------------------------
+
+    def start(self) -> list[str]:
+        """Write run.json (status running) and connect to NATS when the node publishes;
+        returns lines worth printing."""
+        from pytest_agentgym import __version__
+        from pytest_agentgym.store import point_latest
+
+        self.ledger.open_log()
+        info = RunInfo(
+            run_id=self.run_id, started_at=_now(), node=self.node.name, model="per batch",
+            endpoint="per batch", endpoint_kind="openai", environments=tuple(self.node.served()),
+            command=self.command, settings={"node_file": str(self.node.file), "concurrency": self.node.concurrency,
+                                            "servers_mode": self.node.servers_mode, "nats": self.node.nats},
+            versions={"pytest-agentgym": __version__}, git_commit=git_commit(),
+            notes=("rollout service: each batch names its model endpoint; repeats count the rollouts "
+                   "of each task",))
+        self.ledger.begin(info)
+        point_latest(self.run_dir.parent, self.run_id)
+        lines = [f"run directory: {self.run_dir}"]
+        if self.node.nats:
+            from pytest_agentgym.events import field_status
+            from pytest_agentgym.publish.publisher import EventPublisher
+
+            self._publisher = EventPublisher(self.node.nats, self.run_dir / "outbox.jsonl",
+                                             create_stream=self.node.create_stream)
+            lines += list(self._publisher.start() or [])
+            self._publisher.publish(field_status(self.ledger.info, "started", {}))
+        return lines
+
+    def close(self) -> None:
+        """Stop the engines (cancelling what runs), write run.json's final state and the
+        report, close NATS, stop the servers started here. Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        interrupted = self.in_flight() > 0
+        for engine in list(self._engines.values()):
+            engine.close()
+        records = self.ledger.records()
+        status = final_status(records, interrupted=interrupted) if records else "no-episode-scored"
+        counts = {"episodes": len(records), "errors": sum(1 for r in records if r.error is not None)}
+        models = sorted({r.model for r in records}) or ["none"]
+        info = dataclasses.replace(self.ledger.info, ended_at=_now(), status=status, counts=counts,
+                                   model=", ".join(models),
+                                   environments=tuple(sorted({r.env for r in records})) or self.ledger.info.environments,
+                                   versions={**self.ledger.info.versions, **{f"server:{k}": v for k, v in
+                                                                             self.env_urls.items()}})
+        try:
+            self.ledger.write(info)
+        except OSError as exc:
+            log.error("run.json could not be written: %s", exc)
+        if records:
+            try:
+                from pytest_agentgym.report.render import render_run_dir
+
+                render_run_dir(self.run_dir)
+            except Exception:  # noqa: BLE001 - the records are safe; say what went wrong
+                log.exception("the report of %s could not be written", self.run_dir)
+        if self._publisher is not None:
+            from pytest_agentgym.events import field_status
+
+            self._publisher.publish(field_status(info, status, counts))
+            self._publisher.close(timeout=5.0)
+        if self._pool is not None:
+            self._pool.stop_all()
+        self.ledger.close_log()
+
+    # -- environment servers ------------------------------------------------------------
+
+    def ensure_env(self, name: str) -> ErrorInfo | None:
+        """Start or attach to ``name``'s server (blocking; once); its error if it cannot be had."""
+        from pytest_agentgym.servers.pool import ServerPool
+        from pytest_agentgym.servers.process import ServerError
+
+        with self._env_lock:
+            if name not in self.adapters:
+                self.adapters[name] = adapter_class(name)(self.node.specs[name].prompt_template)
+            if name in self.env_urls:
+                return None
+            if self._pool is None:
+                specs = dict(self.node.specs)
+                if self.node.servers_mode == "attach":
+                    specs = {n: s if s.url else s.with_overrides(url=s.default_url()) for n, s in specs.items()}
+                self._pool = ServerPool(specs, log_dir=self.ledger.run_dir.logs,
+                                        attach_running=self.node.servers_mode == "auto")
+            try:
+                self.env_urls[name] = self._pool.start(name).url
+            except (ServerError, OSError) as exc:
+                return ErrorInfo.from_exception(exc, "env")  # tried again by the next batch
+            return None
+
+    async def _before_retry(self, env: str, error: ErrorInfo) -> None:
+        """Restart a spawned server that died before an episode is tried again."""
+        if self._pool is not None and error.where == "env":
+            await asyncio.to_thread(self._pool.ensure, env)
+
+    # -- engines --------------------------------------------------------------------------
+
+    def engine_for(self, base_url: str, model: str) -> Engine:
+        """The engine playing against ``model`` at ``base_url`` (made on first use; blocking)."""
+        with self._lock:
+            key = (base_url, model)
+            if key not in self._engines:
+                self._engines[key] = self._make_engine(base_url, model)
+            return self._engines[key]
+
+    def _make_engine(self, base_url: str, model: str) -> Engine:
+        node, api_key_env = self.node, self.api_key_env
+
+        def model_factory() -> Any:
+            from pytest_agentgym.model.client import EndpointClient, RetryPolicy, Sampling
+            from pytest_agentgym.resources import ModelAdapter
+
+            client = EndpointClient(base_url, model, api_key_env=api_key_env, request_timeout=node.request_timeout,
+                                    retry=RetryPolicy(retries=node.model_retries))
+            return ModelAdapter(client, Sampling())
+
+        return Engine(concurrency=node.concurrency, model_factory=model_factory, adapters=self.adapters,
+                      env_urls=self.env_urls, before_retry=self._before_retry, on_finished=self._record)
+
+    def _record(self, record: EpisodeRecord) -> None:
+        """Engine thread: keep the rollout in the run directory and publish it."""
+        try:
+            self.ledger.append(without_token_data(record))
+        except OSError as exc:  # store.ResultsWriteError: the answer still goes out
+            self.write_error = str(exc)
+            log.error("rollout %s not written: %s", record.episode_id, exc)
+        with self._lock:
+            self.finished += 1
+        if self._publisher is not None:
+            from pytest_agentgym.events import episode_completed
+
+            self._publisher.publish(episode_completed(record, node=self.node.name))
+
+    def in_flight(self) -> int:
+        return sum(engine.in_flight() for engine in list(self._engines.values()))
+
+    # -- batches -----------------------------------------------------------------------------
+
+    def _repeat(self, env: str, task: int) -> int:
+        with self._lock:
+            self._repeats[(env, task)] = self._repeats.get((env, task), 0) + 1
+            return self._repeats[(env, task)]
+
+    def submit(self, batch: RolloutBatch) -> list[Pending]:
+        """Queue every rollout of ``batch`` (blocking while a server or engine starts).
+        When the environment's server cannot be had, each rollout is an error record
+        at once, written like any other."""
+        name = batch.spec.name
+        error = self.ensure_env(name)
+        adapter = self.adapters[name]
+        engine = None if error is not None else self.engine_for(batch.base_url, batch.model)
+        limits = EpisodeLimits(max_rounds=batch.max_rounds, timeout_s=self.node.episode_timeout,
+                               retries=self.node.episode_retries)
+        pending = []
+        for task in batch.ids:
+            for sample in range(batch.n):
+                request = EpisodeRequest(run_id=self.run_id, spec=batch.spec, task_index=task,
+                                         repeat=self._repeat(name, task), limits=limits, node=self.node.name,
+                                         sampling=batch.sampling_for(sample))
+                if engine is not None:
+                    key = f"rollout-{next(self._keys)}"
+                    future = engine.submit(key, request)
+                    future.add_done_callback(lambda _, key=key, engine=engine: engine.forget(key))
+                else:
+                    future = self._errored(request, batch.model, error)
+                pending.append(Pending(task, sample, future, adapter))
+        return pending
+
+    def _errored(self, request: EpisodeRequest, model: str, error: ErrorInfo) -> concurrent.futures.Future:
+        record = EpisodeRecord.errored(
+            request.run_id, request.spec.name, request.task_index, request.repeat, error, started_at=_now(),
+            model=model, node=request.node, max_rounds=request.limits.max_rounds, sampling=dict(request.sampling))
+        self._record(record)
+        future: concurrent.futures.Future[EpisodeRecord] = concurrent.futures.Future()
+        future.set_result(record)
+        return future
+
+    def health(self) -> dict[str, Any]:
+        return {"status": "ok" if self.write_error is None else "degraded", "run_id": self.run_id,
+                "run_dir": str(self.run_dir), "node": self.node.name, "environments": self.node.served(),
+                "servers": dict(self.env_urls), "concurrency": self.node.concurrency,
+                "endpoints": len(self._engines), "in_flight": self.in_flight(),
+                "rollouts_finished": self.finished, "write_error": self.write_error}
