@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import shlex
+import signal
 from pathlib import Path
 
 import httpx
@@ -21,7 +22,7 @@ from agentbench_server import command
 from projects import episodes, make_project, run, suite
 
 from pytest_agentgym.envs import adapter_class
-from pytest_agentgym.envs.protocol import EnvBadResponse, EnvHTTPError
+from pytest_agentgym.envs.protocol import EnvBadResponse, EnvHTTPError, EnvUnreachable
 from pytest_agentgym.envs.spec import load_default_specs
 from pytest_agentgym.integrations.agentbench.protocol import AgentBenchClient
 from pytest_agentgym.servers.process import ManagedServer, free_port
@@ -130,6 +131,7 @@ def test_webshop_partial_reward_is_the_tasks_reward(stack):
 # -- errors --------------------------------------------------------------------------------
 
 
+@pytest.mark.faults
 def test_unknown_task_index_out_of_bounds_and_task_error_are_typed_errors(stack):
     with pytest.raises(EnvHTTPError) as unknown:
         asyncio.run(play(stack.url, "AgentBench-ALFWorld", 0, [], task="alfworld-nope"))
@@ -145,6 +147,27 @@ def test_unknown_task_index_out_of_bounds_and_task_error_are_typed_errors(stack)
     assert sessions(stack.url) == {}
 
 
+@pytest.mark.faults
+def test_a_killed_task_server_is_an_unreachable_environment(tmp_path):
+    server = ManagedServer("AgentBench", command=command("--tasks", "webshop-std"), port=free_port(),
+                           startup_timeout=60, log_path=tmp_path / "agentbench.log").start()
+
+    async def go():
+        adapter = adapter_class("AgentBench-WebShop")()
+        async with adapter.make_client(spec("AgentBench-WebShop"), server.url) as client:
+            opening = await adapter.open(client, 0)
+            os.killpg(server.proc.pid, signal.SIGKILL)
+            server.proc.wait(timeout=30)
+            await client.step(opening.env_id, "Action:\nsearch[mug]")
+
+    try:
+        with pytest.raises(EnvUnreachable, match="cannot connect|connection was dropped"):
+            asyncio.run(go())
+    finally:
+        server.stop()
+
+
+@pytest.mark.faults
 def test_a_finished_sample_with_status_task_error_is_the_servers_failure():
     adapter = adapter_class("AgentBench-ALFWorld")()
     with pytest.raises(ValueError, match="status 'task error'"):
@@ -180,13 +203,14 @@ def test_an_answer_of_the_wrong_shape_is_a_bad_response():
 # -- whole runs through pytest ----------------------------------------------------------------
 
 
-def agentbench_project(pytester, monkeypatch, policy="reference"):
+def agentbench_project(pytester, monkeypatch, policy="reference", raise_at=None):
     """A project whose two AgentBench environments spawn the test stack, and whose
     reference agent loads the test policies from this directory."""
     monkeypatch.setenv("AGENTGYM_REFERENCE_POLICIES", "agentbench_policy:HOUSE,agentbench_policy:SHOP")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])))
     node = make_project(pytester, policy=policy)
-    server = shlex.join(command("--max-step", "12"))
+    extra = ("--raise-at", str(raise_at)) if raise_at is not None else ()
+    server = shlex.join(command("--max-step", "12", *extra))
     overrides = {name: {"command": server, "tasks": tasks} for name, tasks in
                  (("AgentBench-ALFWorld", "0-5"), ("AgentBench-WebShop", "0-2"))}
     node.write_text(node.read_text().replace(
@@ -213,6 +237,22 @@ def test_a_suite_runs_agentbench_tasks_end_to_end(pytester, monkeypatch):
     assert house["turns"][-1]["feedback"].endswith("[AgentBench: sample completed]")
     assert house["turns"][1]["observation"] == house["turns"][0]["feedback"]
     assert house["turns"][1]["observation"].startswith("You arrive at cabinet 1. On the cabinet 1, you see nothing.")
+
+
+@pytest.mark.faults
+def test_a_task_that_raises_is_an_environment_error_in_the_run(pytester, monkeypatch):
+    node = agentbench_project(pytester, monkeypatch, raise_at=2)
+    result = run(pytester, "suites/house.yaml", f"--agentgym-node={node}", "--agentgym-run-id=boom",
+                 "--agentgym-retries=0")
+    assert result.ret == 1
+    records = {r["task_index"]: r for r in episodes(pytester, "boom")}
+    broken = records.pop(2)
+    assert broken["outcome"] == "error" and broken["reward"] is None
+    assert (broken["error"]["where"], broken["error"]["type"]) == ("env", "EnvHTTPError")
+    assert "HTTP 501" in broken["error"]["message"]
+    assert "the task raised RuntimeError: sample 2 raised (--raise-at)" in broken["error"]["message"]
+    assert all(r["outcome"] == "passed" for r in records.values())
+    result.stdout.fnmatch_lines(["ERROR suites/house.yaml::AgentBench-ALFWorld[[]2[]] *"])
 
 
 def test_a_policy_that_breaks_the_format_is_scored_zero_not_an_error(pytester, monkeypatch):

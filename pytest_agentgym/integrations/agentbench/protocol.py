@@ -41,7 +41,7 @@ import httpx
 from pytest_agentgym.envs.protocol import DEFAULT_REQUEST_TIMEOUT, EnvClient, EnvHTTPError
 
 #: The last "SomeError: message" of a traceback in an error body (JSON-escaped or not).
-_LAST_EXCEPTION = re.compile(r"\b([A-Za-z_][\w.]*(?:Error|Exception)): ([^\\\"\n]{0,200})")
+_LAST_EXCEPTION = re.compile(r"([A-Z][\w.]*(?:Error|Exception): [^\\\"\n]{0,200})")
 
 Target = Literal["controller", "worker"]
 TARGETS = ("controller", "worker")
@@ -158,7 +158,7 @@ class AgentBenchClient(EnvClient):
             raised = _LAST_EXCEPTION.findall(self._last_error_text) if exc.status_code == 501 else []
             raise EnvHTTPError(
                 f"task {self.task} ({self.target}): {exc.detail.split('; ')[0]}"
-                + (f"; the task raised {raised[-1]}" if raised else "")
+                + (f"; the task raised {raised[-1].strip()}" if raised else "")
                 + (f"; {hint}" if hint else ""),
                 status_code=exc.status_code, url=exc.url, endpoint=exc.endpoint, env=exc.env,
                 env_id=exc.env_id) from exc
