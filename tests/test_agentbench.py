@@ -121,6 +121,18 @@ def test_a_worker_can_be_driven_without_the_controller(stack):
     assert [(r.reward, r.done) for r in results] == [(0.0, False), (0.0, False), (1.0, True)]
 
 
+def test_the_task_indices_from_the_controller_and_from_a_worker(stack):
+    async def indices(url, task, target):
+        async with AgentBenchClient(url + "/api", env="AgentBench", task=task, target=target) as client:
+            return await client.indices()
+
+    assert asyncio.run(indices(stack.url, "alfworld-std", "controller")) == [0, 1, 2, 3, 4, 5]
+    worker = httpx.get(stack.url + "/api/list_workers", timeout=10).json()["webshop-std"]["workers"]["0"]
+    assert asyncio.run(indices(worker["address"].removesuffix("/api"), "webshop-std", "worker")) == [0, 1, 2]
+    with pytest.raises(EnvHTTPError, match="Task does not exist"):
+        asyncio.run(indices(stack.url, "nope", "controller"))
+
+
 def test_webshop_partial_reward_is_the_tasks_reward(stack):
     _, results, _ = asyncio.run(play(stack.url, "AgentBench-WebShop", 0, [
         "Action:\nsearch[red cotton t-shirt]", "Action:\nclick[b0shirt001]", "Action:\nclick[small]",
