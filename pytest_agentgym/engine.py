@@ -59,16 +59,11 @@ class Engine:
         self._clients: dict[str, EnvClient] = {}
 
     def _client(self, request: EpisodeRequest) -> EnvClient:
-        """One protocol client per environment; each request may take the
-        environment's ``request_timeout`` (configs/envs.yaml, node overrides)."""
+        """One protocol client per environment, built by its adapter; each request may
+        take the environment's ``request_timeout`` (configs/envs.yaml, node overrides)."""
         name = request.spec.name
         if name not in self._clients:
-            self._clients[name] = EnvClient(
-                request.spec.base_url(self._env_urls[name]),
-                env=name,
-                dialect=request.spec.dialect,
-                timeout=request.spec.request_timeout,
-            )
+            self._clients[name] = self._adapters[name].make_client(request.spec, self._env_urls[name])
         return self._clients[name]
 
     async def _run(self, request: EpisodeRequest) -> EpisodeRecord:

@@ -183,8 +183,11 @@ async def _play(
                     token_data=completion.token_data,
                 )
             )
-            messages.append({"role": "assistant", "content": completion.text})
-            messages.append({"role": "user", "content": result.observation})
+            if result.conversation is not None:  # the server keeps the conversation
+                messages = list(result.conversation)
+            else:
+                messages.append({"role": "assistant", "content": completion.text})
+                messages.append({"role": "user", "content": result.observation})
             if result.done:
                 return "done"
         return "max_rounds"

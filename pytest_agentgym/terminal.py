@@ -64,14 +64,15 @@ NO_ASSERTION = ("agentgym: no quality assertion: exit 0 means the run completed,
 
 
 def summary_table(summaries: dict[str, Any]) -> list[Line]:
-    lines: list[Line] = [(f"{'environment':<12} {'episodes':>8} {'mean reward (95% CI)':>26} {'success':>8} "
+    width = max([12, *(len(env) for env in summaries)])  # AgentBench-ALFWorld is 19 wide
+    lines: list[Line] = [(f"{'environment':<{width}} {'episodes':>8} {'mean reward (95% CI)':>26} {'success':>8} "
                           f"{'rounds':>6} {'errors':>6} {'tokens':>9} {'wall s':>8}", {"bold": True})]
     for env, s in summaries.items():
         reward = "-" if s.mean_reward is None else (
             f"{s.mean_reward:.3f} [{s.reward_ci95[0]:.3f}, {s.reward_ci95[1]:.3f}]")
         success = "-" if s.success_rate is None else f"{s.success_rate:.0%}"
         rounds = "-" if s.mean_rounds is None else f"{s.mean_rounds:.1f}"
-        lines.append((f"{env:<12} {s.episodes:>8} {reward:>26} {success:>8} {rounds:>6} "
+        lines.append((f"{env:<{width}} {s.episodes:>8} {reward:>26} {success:>8} {rounds:>6} "
                       f"{s.errors:>6} {s.prompt_tokens + s.completion_tokens:>9} {s.wall_s:>8.1f}", {}))
     return lines
 

@@ -27,7 +27,7 @@ def write_node(pytester: pytest.Pytester, name: str, endpoints: str) -> Path:
     """A node with these model endpoints (YAML list items) and the embedded environments only."""
     path = pytester.path / f"{name}.yaml"
     path.write_text(f"name: {name}\nmodel:\n  endpoints:\n{endpoints}"
-                    "envs: {servers: spawn, skip: [ALFWorld, SQLGym, WebShop, SciWorld]}\n")
+                    "envs: {servers: spawn, skip: [ALFWorld, SQLGym, WebShop, SciWorld, AgentBench-ALFWorld, AgentBench-WebShop]}\n")
     return path
 
 

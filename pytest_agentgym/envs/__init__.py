@@ -21,6 +21,8 @@ _BUILTIN_MODULES = (
     "sqlgym",
     "webshop",
     "sciworld",
+    # the AgentBench family: task servers of another protocol (integrations/agentbench)
+    "pytest_agentgym.integrations.agentbench.adapters",
 )
 
 _registry: dict[str, type[EnvAdapter]] = {}
@@ -41,7 +43,7 @@ def _load_builtins() -> None:
     if not _builtins_loaded:
         _builtins_loaded = True
         for module in _BUILTIN_MODULES:
-            importlib.import_module(f"pytest_agentgym.envs.{module}")
+            importlib.import_module(module if "." in module else f"pytest_agentgym.envs.{module}")
 
 
 def adapter_class(name: str) -> type[EnvAdapter]:

@@ -66,6 +66,10 @@ class StepResult:
     reward: float
     done: bool
     score: float | None = None
+    #: The whole conversation the model answers next, when the server keeps it (an
+    #: AgentBench task server sends its own history); None: the episode appends the
+    #: reply and ``observation`` to what it has.
+    conversation: tuple[dict[str, str], ...] | None = None
 
 
 # -- reading numbers and flags out of an answer -----------------------------------------
@@ -150,6 +154,12 @@ class EnvAdapter:
             keep_trailing_newline=False,
         )
         self._template = env.from_string(source)
+
+    def make_client(self, spec: Any, server_url: str) -> EnvClient:
+        """The protocol client the engine uses for this environment (one per run);
+        ``spec`` is its :class:`~pytest_agentgym.envs.spec.EnvSpec`."""
+        return EnvClient(spec.base_url(server_url), env=spec.name, dialect=spec.dialect,
+                         timeout=spec.request_timeout)
 
     # -- opening an episode -----------------------------------------------------
 

@@ -88,6 +88,8 @@ class EnvSpec:
         return int(low), int(high) if high else None
     #: Lowest and highest reward an episode can get; bounds the mean reward's interval.
     reward_range: tuple[float, float] | None = None
+    #: What only this environment's adapter reads (an AgentBench task's name, ...).
+    options: dict[str, Any] = field(default_factory=dict)
 
     def default_url(self, host: str = "127.0.0.1") -> str:
         return self.url or f"http://{host}:{self.port}"
@@ -129,6 +131,11 @@ def spec_from_mapping(name: str, data: dict[str, Any], source: str) -> EnvSpec:
                 f"{where}.{key} must be a positive number of seconds, got {data[key]!r}"
             )
     values = dict(data)
+    if "options" in values:
+        if not isinstance(values["options"], dict) or not all(isinstance(k, str) for k in values["options"]):
+            raise EnvConfigError(f"{where}.options must be a mapping of names to values, "
+                                 f"got {data['options']!r}")
+        values["options"] = dict(values["options"])
     if "tasks" in values:
         values["tasks"] = str(values["tasks"]).replace(" ", "")
         if not _TASKS.match(values["tasks"]):
