@@ -66,13 +66,14 @@ def embedded_command(name: str) -> tuple[str, ...]:
 
 
 def _embedded_available(name: str) -> bool:
-    from pytest_agentgym.servers.embedded import EMBEDDED_SERVERS
+    from pytest_agentgym.servers.embedded import EMBEDDED_SERVERS, missing_requirements
 
     module = EMBEDDED_SERVERS.get(name)
     try:
-        return module is not None and importlib.util.find_spec(module) is not None
+        found = module is not None and importlib.util.find_spec(module) is not None
     except ImportError:
         return False
+    return found and missing_requirements(name) is None
 
 
 def plan_server(
@@ -100,7 +101,11 @@ def plan_server(
     else:
         todo = "configure a command for it"
     if spec.embedded:
-        todo = f"this installation lacks the embedded server {spec.embedded!r}; {todo}"
+        from pytest_agentgym.servers.embedded import missing_requirements
+
+        lacks = (missing_requirements(spec.embedded)
+                 or f"this installation lacks the embedded server {spec.embedded!r}")
+        todo = f"{lacks}; {todo}"
     return ServerPlan(
         spec.name, "unavailable", url, None,
         f"environment server {spec.name} is not running at {url} and cannot be started here: "

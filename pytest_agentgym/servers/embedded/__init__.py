@@ -15,7 +15,23 @@ EMBEDDED_SERVERS = {
     "textcraft": "pytest_agentgym.servers.embedded.textcraft",
     # Maze and Wordle share one server under /maze and /wordle, like the original lmrlgym.
     "lmrlgym": "pytest_agentgym.servers.embedded.lmrlgym",
+    # the real ScienceWorld simulator: needs the sciworld extra and Java
+    "sciworld": "pytest_agentgym.servers.embedded.sciworld",
 }
+
+#: server name -> "module:function" answering what this machine lacks to run it (None: nothing)
+REQUIREMENTS = {
+    "sciworld": "pytest_agentgym.servers.embedded.sciworld_tasks:missing_requirements",
+}
+
+
+def missing_requirements(name: str) -> str | None:
+    """Why the embedded server ``name`` cannot run here (what to install), or None."""
+    check = REQUIREMENTS.get(name)
+    if check is None:
+        return None
+    module, function = check.split(":")
+    return getattr(importlib.import_module(module), function)()
 
 
 def create_app(name: str) -> Any:
@@ -25,6 +41,9 @@ def create_app(name: str) -> Any:
         raise KeyError(
             f"no embedded server {name!r}; available: {', '.join(sorted(EMBEDDED_SERVERS))}"
         ) from None
+    why = missing_requirements(name)
+    if why:
+        raise SystemExit(f"pytest-agentgym serve {name}: {why}")
     return importlib.import_module(module).create_app()
 
 
