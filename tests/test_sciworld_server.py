@@ -73,13 +73,13 @@ def test_an_invalid_action_gets_the_originals_answer_and_changes_nothing(server)
     assert httpx.post(server.url + "/close", json={"id": env_id}, timeout=120).json() is True
 
 
-def test_task_index_names_the_originals_task_and_variation_at_every_task_boundary(server):
-    """A real /reset at the first and last index of every task, the last index, -1
-    (a Python list index, as in the original) and one past the end."""
+def test_task_index_names_the_originals_task_and_variation_where_each_task_starts(server):
+    """A real /reset at the first index of every task, the last index, -1 (a Python
+    list index, as in the original) and one past the end. (Every index: the next test.)"""
     boundaries = {0, len(ORIGINAL_GAMES) - 1}
     for index in range(1, len(ORIGINAL_GAMES)):
         if ORIGINAL_GAMES[index][0] != ORIGINAL_GAMES[index - 1][0]:
-            boundaries |= {index - 1, index}
+            boundaries.add(index)
     env_id = httpx.post(server.url + "/create", timeout=120).json()["id"]
     for index in sorted(boundaries) + [-1]:
         answer = httpx.post(server.url + "/reset", json={"id": env_id, "data_idx": index}, timeout=120).json()
