@@ -37,6 +37,12 @@ def spares_from_env(environ: dict[str, str] | None = None) -> int:
     return value
 
 
+def jvm_alive(simulator: Any) -> bool:
+    """Whether the JVM behind a ``ScienceWorldEnv`` is still running."""
+    process = getattr(getattr(simulator, "_gateway", None), "java_process", None)
+    return process is None or process.poll() is None
+
+
 class SimulatorPool:
     """Hands out simulators (one JVM each) and takes them back."""
 
@@ -51,15 +57,19 @@ class SimulatorPool:
     def take(self) -> Any:
         """An idle simulator if there is one, else a new JVM (blocking for its start)."""
         with self._lock:
-            if self._idle:
-                return self._idle.pop()
+            while self._idle:
+                simulator = self._idle.pop()
+                if jvm_alive(simulator):
+                    return simulator
             self.started += 1
         return self._start()
 
     def give_back(self, simulator: Any) -> None:
-        """Keep ``simulator`` for a later :meth:`take`, or shut it down when the pool is full."""
+        """Keep ``simulator`` for a later :meth:`take`; shut it down when the pool is
+        full, and drop it when its JVM has died (killed, crashed)."""
+        alive = jvm_alive(simulator)
         with self._lock:
-            if len(self._idle) < self.spares:
+            if alive and len(self._idle) < self.spares:
                 self._idle.append(simulator)
                 return
         simulator.close()
