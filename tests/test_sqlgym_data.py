@@ -174,4 +174,4 @@ def test_without_the_extra_the_plan_says_which_package_to_install(monkeypatch):
     assert "needs the package 'no_such_module_for_this_test': pip install 'pytest-agentgym[sqlgym]'" in plan.detail
     monkeypatch.undo()
     assert plan_server(load_default_specs()["SQLGym"], which=lambda name: None).how == (
-        "embedded" if embedded.missing_requirement("sqlgym") is None else "unavailable")
+        "embedded" if embedded.missing_requirements("sqlgym") is None else "unavailable")

@@ -66,14 +66,14 @@ def embedded_command(name: str) -> tuple[str, ...]:
 
 
 def _embedded_available(name: str) -> bool:
-    from pytest_agentgym.servers.embedded import EMBEDDED_SERVERS, missing_requirement
+    from pytest_agentgym.servers.embedded import EMBEDDED_SERVERS, missing_requirements
 
     module = EMBEDDED_SERVERS.get(name)
     try:
-        return (module is not None and importlib.util.find_spec(module) is not None
-                and missing_requirement(name) is None)
+        found = module is not None and importlib.util.find_spec(module) is not None
     except ImportError:
         return False
+    return found and missing_requirements(name) is None
 
 
 def plan_server(
@@ -101,10 +101,11 @@ def plan_server(
     else:
         todo = "configure a command for it"
     if spec.embedded:
-        from pytest_agentgym.servers.embedded import missing_requirement
+        from pytest_agentgym.servers.embedded import missing_requirements
 
-        lack = missing_requirement(spec.embedded) or f"this installation lacks the embedded server {spec.embedded!r}"
-        todo = f"{lack}; or {todo}"
+        lacks = (missing_requirements(spec.embedded)
+                 or f"this installation lacks the embedded server {spec.embedded!r}")
+        todo = f"{lacks}; {todo}"
     return ServerPlan(
         spec.name, "unavailable", url, None,
         f"environment server {spec.name} is not running at {url} and cannot be started here: "

@@ -17,22 +17,24 @@ EMBEDDED_SERVERS = {
     "lmrlgym": "pytest_agentgym.servers.embedded.lmrlgym",
     # on the real sqlgym package: the optional extra 'sqlgym'
     "sqlgym": "pytest_agentgym.servers.embedded.sqlgym_server",
+    # the real ScienceWorld simulator: needs the sciworld extra and Java
+    "sciworld": "pytest_agentgym.servers.embedded.sciworld",
 }
 
-#: server name -> (module it needs, the extra that installs it) for servers on optional extras
-EMBEDDED_REQUIRES = {
-    "sqlgym": ("sqlgym", "sqlgym"),
+#: server name -> "module:function" answering what this machine lacks to run it (None: nothing)
+REQUIREMENTS = {
+    "sciworld": "pytest_agentgym.servers.embedded.sciworld_tasks:missing_requirements",
+    "sqlgym": "pytest_agentgym.servers.embedded.sqlgym_bird:missing_requirements",
 }
 
 
-def missing_requirement(name: str) -> str | None:
-    """What to install for the embedded server ``name``, or None when it can run here."""
-    import importlib.util
-
-    module, extra = EMBEDDED_REQUIRES.get(name, (None, None))
-    if module is None or importlib.util.find_spec(module) is not None:
+def missing_requirements(name: str) -> str | None:
+    """Why the embedded server ``name`` cannot run here (what to install), or None."""
+    check = REQUIREMENTS.get(name)
+    if check is None:
         return None
-    return f"the embedded server {name!r} needs the package {module!r}: pip install 'pytest-agentgym[{extra}]'"
+    module, function = check.split(":")
+    return getattr(importlib.import_module(module), function)()
 
 
 def create_app(name: str) -> Any:
@@ -42,9 +44,9 @@ def create_app(name: str) -> Any:
         raise KeyError(
             f"no embedded server {name!r}; available: {', '.join(sorted(EMBEDDED_SERVERS))}"
         ) from None
-    missing = missing_requirement(name)
-    if missing:
-        raise SystemExit(missing)
+    why = missing_requirements(name)
+    if why:
+        raise SystemExit(f"pytest-agentgym serve {name}: {why}")
     return importlib.import_module(module).create_app()
 
 

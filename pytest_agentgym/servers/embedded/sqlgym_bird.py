@@ -232,3 +232,12 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def missing_requirements() -> str | None:
+    """What to install for the embedded SQLGym server, or None when it can run here."""
+    import importlib.util
+
+    if importlib.util.find_spec("sqlgym") is None:
+        return "it needs the package 'sqlgym': pip install 'pytest-agentgym[sqlgym]'"
+    return None

@@ -1,0 +1,51 @@
+"""Shared by the SciWorld tests: the skip when the simulator cannot run here, a
+server of its own per test module, and the simulator's gold action sequences."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+
+from pytest_agentgym.servers.embedded.sciworld_tasks import missing_requirements, start_simulator
+from pytest_agentgym.servers.pool import embedded_command
+from pytest_agentgym.servers.process import ManagedServer, free_port
+
+DATA = Path(__file__).parent / "data"
+
+#: the original's task list: data_idx -> [task name, variation]
+ORIGINAL_GAMES = [tuple(pair) for pair in
+                  json.loads((DATA / "sciworld_games_original.json").read_text())["games"]]
+
+needs_simulator = pytest.mark.skipif(
+    missing_requirements() is not None,
+    reason=f"{missing_requirements()} (the SciWorld tests run the real simulator)",
+)
+
+
+def start_server(log_dir: Path, env: dict[str, str] | None = None) -> ManagedServer:
+    """``pytest-agentgym serve sciworld`` as a real process on a free port."""
+    port = free_port()
+    return ManagedServer(
+        "SciWorld", command=embedded_command("sciworld"), port=port, env=env,
+        log_path=log_dir / f"sciworld-{port}.log", startup_timeout=120,
+        label="embedded server sciworld",
+    ).start()
+
+
+def gold_paths(indices: list[int]) -> dict[int, list[str]]:
+    """The simulator's own gold action sequence for each task index (one JVM, closed after)."""
+    simulator = start_simulator()
+    try:
+        paths = {}
+        for index in indices:
+            task, variation = ORIGINAL_GAMES[index]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                simulator.load(task, variation, "", generateGoldPath=True)
+            paths[index] = list(simulator.get_gold_action_sequence())
+        return paths
+    finally:
+        simulator.close()
