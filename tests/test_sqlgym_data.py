@@ -167,8 +167,9 @@ def test_the_policy_reads_only_the_observation_and_leaves_other_environments_alo
 
 def test_without_the_extra_the_plan_says_which_package_to_install(monkeypatch):
     from pytest_agentgym.servers import embedded
+    from pytest_agentgym.servers.embedded import sqlgym_bird
 
-    monkeypatch.setitem(embedded.EMBEDDED_REQUIRES, "sqlgym", ("no_such_module_for_this_test", "sqlgym"))
+    monkeypatch.setattr(sqlgym_bird, "REQUIRED_MODULE", "no_such_module_for_this_test")
     plan = plan_server(load_default_specs()["SQLGym"], which=lambda name: None)
     assert plan.how == "unavailable"
     assert "needs the package 'no_such_module_for_this_test': pip install 'pytest-agentgym[sqlgym]'" in plan.detail

@@ -234,10 +234,14 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
+#: the package the embedded SQLGym server runs on (the extra 'sqlgym' installs it)
+REQUIRED_MODULE = "sqlgym"
+
+
 def missing_requirements() -> str | None:
     """What to install for the embedded SQLGym server, or None when it can run here."""
     import importlib.util
 
-    if importlib.util.find_spec("sqlgym") is None:
-        return "it needs the package 'sqlgym': pip install 'pytest-agentgym[sqlgym]'"
+    if importlib.util.find_spec(REQUIRED_MODULE) is None:
+        return f"it needs the package {REQUIRED_MODULE!r}: pip install 'pytest-agentgym[sqlgym]'"
     return None
