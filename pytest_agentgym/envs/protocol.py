@@ -178,8 +178,11 @@ class EnvClient:
         #: The whole answer of the last ``/create`` (TextCraft's carries an observation).
         self.last_create: Any = None
         self._key = "id" if dialect == "id" else "env_idx"
+        # One long-lived client; every connection is kept alive (httpx keeps 20 by
+        # default, so with more episodes in flight it would reconnect per request).
         self._http = httpx.AsyncClient(
-            base_url=self.base_url, timeout=self.timeout, transport=transport
+            base_url=self.base_url, timeout=self.timeout, transport=transport,
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
         )
 
     @property
