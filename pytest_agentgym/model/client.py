@@ -220,7 +220,7 @@ class EndpointClient:
     ``base_url`` is the URL the OpenAI paths hang off (``.../v1``, or
     ``<gateway>/openai/v1`` for TensorZero). ``http_client`` (an
     ``httpx.AsyncClient``) lets unit tests inject a transport; otherwise the
-    SDK builds its own. Use as ``async with EndpointClient(...) as client``,
+    client is an ``httpx.AsyncClient`` over :class:`~pytest_agentgym.transport.KeepAliveTransport`. Use as ``async with EndpointClient(...) as client``,
     or call :meth:`aclose`.
     """
 
@@ -248,6 +248,10 @@ class EndpointClient:
         self.turn_budget = float(turn_budget) if turn_budget is not None else None
         self.retry = retry or RetryPolicy()
         self._rng = random.Random()
+        if http_client is None:  # one long-lived client over the lean keep-alive transport
+            from pytest_agentgym.transport import KeepAliveTransport
+
+            http_client = httpx.AsyncClient(transport=KeepAliveTransport(), timeout=self.request_timeout)
         base, _, query = self.base_url.partition("?")  # the SDK would append paths after a query
         self._sdk = AsyncOpenAI(
             base_url=base, default_query=dict(parse_qsl(query, keep_blank_values=True)) or None,
