@@ -17,6 +17,9 @@ Replies, in AgentGym's ``Thought: ... Action: ...`` form:
 * ``reference``: the plugin's scripted reference policy for the conversation
   (plays to win; episodes may end before their rounds run out).
 
+``GET /stats`` says how many chat requests were answered, when the first was
+asked and the last answered (``time.monotonic()``); ``POST /stats`` resets them.
+
 It prints ``READY <port>`` on stdout once it listens, and exits after
 ``--max-seconds`` at the latest (a bounded benchmark leaves nothing behind).
 """
@@ -28,6 +31,7 @@ import asyncio
 import json
 import random
 import sys
+import time
 
 HOST = "127.0.0.1"
 
@@ -48,6 +52,25 @@ class Replies:
             if policy is not None:
                 return policy.reply(messages, random.Random(len(messages)))
         return self.fixed
+
+
+class Stats:
+    """Chat requests answered, and when the first was asked and the last answered
+    (``time.monotonic()``, one clock for every process on the machine):
+    ``GET /stats`` reads them, ``POST /stats`` starts them afresh."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.first: float | None = None
+        self.last: float | None = None
+
+    def answered(self, asked: float) -> None:
+        self.count += 1
+        self.first = asked if self.first is None else min(self.first, asked)
+        self.last = time.monotonic()
+
+
+STATS = Stats()
 
 
 def _answer(status: str, body: bytes) -> bytes:
@@ -80,12 +103,18 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
                     length = int(value.strip())
             body = await reader.readexactly(length) if length else b""
             if method == "POST" and path.split("?")[0].endswith("/chat/completions"):
+                asked = time.monotonic()
                 request = json.loads(body)
                 messages = request.get("messages") or []
                 if delay:
                     await asyncio.sleep(delay)  # the model "thinking"
                 words = sum(len(str(m.get("content", "")).split()) for m in messages)
                 out = _answer("200 OK", completion(replies.reply(messages), request.get("model", "fake"), words))
+                STATS.answered(asked)
+            elif path.startswith("/stats"):
+                if method == "POST":
+                    STATS.__init__()
+                out = _answer("200 OK", json.dumps(STATS.__dict__).encode())
             elif path.split("?")[0].endswith("/models"):
                 out = _answer("200 OK", json.dumps({"object": "list", "data": [
                     {"id": "fake", "object": "model", "owned_by": "benchmarks"}]}).encode())
