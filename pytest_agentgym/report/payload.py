@@ -77,6 +77,11 @@ def turn_values(turn: dict[str, Any]) -> list[Any]:
     """A stored turn (a dict of episodes.jsonl) as its list in :data:`TURN_FIELDS`
     order, with Turn's defaults; keys Turn does not have, or a missing required
     one, are a TypeError, as ``Turn(**turn)`` would raise."""
+    if len(turn) == len(_TURN_NAMES):  # what the harness writes: every field
+        try:
+            return [turn[name] for name in TURN_FIELDS]
+        except KeyError:
+            pass
     keys = turn.keys()
     if not keys <= _TURN_NAMES or not _TURN_REQUIRED <= keys:
         raise TypeError(f"not a turn: keys {sorted(keys)}")
