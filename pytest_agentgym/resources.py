@@ -84,6 +84,7 @@ class RunResources:
         self.server_identities: dict[str, str] = {}
         self.engine = None
         self.publisher = None
+        self._warmed = False
         if worker_input is not None:
             self.env_urls = dict(worker_input["agentgym_env_urls"])
 
@@ -193,18 +194,24 @@ class RunResources:
         the model client's import runs on a thread meanwhile. Returns the chosen
         endpoint, or None (``setup_error`` says why; then no server is left running:
         without a model every episode is an error)."""
-        import threading
-
-        warm = threading.Thread(target=_import_model_client, name="agentgym-import", daemon=True)
-        warm.start()
-        if self.worker is None and env_names:
-            self._server_pool().spawn_ahead(env_names)
+        self.warm_up(env_names)
         chosen = self.endpoint_or_error()
         if chosen is not None:
             self.start_envs(env_names)
         elif self._pool is not None:
             self._pool.stop_all()
         return chosen
+
+    def warm_up(self, env_names: Sequence[str]) -> None:
+        """Launch the servers of ``env_names`` without waiting for them, and import the
+        model client on a thread (once): called as early as the environments are known."""
+        if not self._warmed:
+            self._warmed = True
+            import threading
+
+            threading.Thread(target=_import_model_client, name="agentgym-import", daemon=True).start()
+        if self.worker is None and env_names:
+            self._server_pool().spawn_ahead(env_names)
 
     def _identity(self, name: str, server: Any) -> str:
         import httpx

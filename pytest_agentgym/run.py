@@ -89,7 +89,22 @@ class EvaluationRun:
     def header_lines(self, probe: bool) -> list[str]:
         from pytest_agentgym.terminal import header_lines
 
+        if probe and self.worker is None:
+            self._warm_up()
         return header_lines(self, probe)
+
+    def _warm_up(self) -> None:
+        """Before the endpoint is chosen (a reference agent or vLLM may be launched and
+        waited for): launch the servers of the suites named on the command line, so
+        they boot meanwhile; the first episode waits for the slower, not the sum."""
+        from pytest_agentgym.collect import suites_under
+
+        try:
+            paths = [str(a) for a in self.config.args] if self.config is not None else []
+            envs = list(dict.fromkeys(s.environment for s in suites_under(paths, self.settings)))
+        except OSError:
+            return  # collection will say what is wrong with the paths
+        self.resources.warm_up(envs)
 
     def sampling_lines(self) -> list[str]:
         from pytest_agentgym.terminal import sampling_lines
