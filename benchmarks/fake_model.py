@@ -18,7 +18,7 @@ Replies, in AgentGym's ``Thought: ... Action: ...`` form:
   (plays to win; episodes may end before their rounds run out).
 
 ``GET /stats`` says how many chat requests were answered, when the first was
-asked and the last answered (``time.monotonic()``); ``POST /stats`` resets them.
+asked and the last answered (``time.monotonic()``); ``POST /stats`` answers the same and resets them.
 
 It prints ``READY <port>`` on stdout once it listens, and exits after
 ``--max-seconds`` at the latest (a bounded benchmark leaves nothing behind).
@@ -112,9 +112,9 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
                 out = _answer("200 OK", completion(replies.reply(messages), request.get("model", "fake"), words))
                 STATS.answered(asked)
             elif path.startswith("/stats"):
-                if method == "POST":
-                    STATS.__init__()
                 out = _answer("200 OK", json.dumps(STATS.__dict__).encode())
+                if method == "POST":
+                    STATS.__init__()  # answered with the figures before the reset
             elif path.split("?")[0].endswith("/models"):
                 out = _answer("200 OK", json.dumps({"object": "list", "data": [
                     {"id": "fake", "object": "model", "owned_by": "benchmarks"}]}).encode())
