@@ -268,7 +268,18 @@ def main() -> None:
     parser.add_argument("--agentgym-python", default="/work/venv-agentenv/bin/python",
                         help="an interpreter that can import agentenv (AgentGym's client)")
     parser.add_argument("--out", default=str(HERE / "results.json"))
+    parser.add_argument("--table-from", metavar="LOG", action="append",
+                        help="measure nothing: build the table and --out from the sample lines that "
+                             "earlier runs printed (e.g. a run stopped before its end); repeatable")
     args = parser.parse_args()
+    if args.table_from:
+        samples = samples_from_logs(args.table_from)
+        table = {name: {label: summarize(values) for label, values in by_tree.items()}
+                 for name, by_tree in samples.items()}
+        labels = sorted({label for by_tree in samples.values() for label in by_tree}, reverse=True)
+        _print_table(table, {label: Path(label) for label in labels}, {})
+        _write(args.out, {"trees": labels, "from_logs": args.table_from, "figures": table, "samples": samples})
+        return
     trees = {"after": Path(args.tree).resolve()}
     if args.before:
         trees = {"before": Path(args.before).resolve(), **trees}
@@ -315,13 +326,31 @@ def main() -> None:
     table = {name: {label: summarize(values) for label, values in by_tree.items()}
              for name, by_tree in samples.items()}
     _print_table(table, trees, skipped)
-    Path(args.out).write_text(json.dumps({
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "load_avg": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())},
-        "trees": {k: str(v) for k, v in trees.items()}, "repeats": args.repeats, "quick": args.quick,
-        "targets": {k: {"target": t, "how": h} for k, (t, h) in TARGETS.items()},
-        "figures": table, "samples": samples, "skipped": skipped}, indent=1) + "\n")
-    print(f"\nwritten: {args.out}")
+    _write(args.out, {"trees": {k: str(v) for k, v in trees.items()}, "repeats": args.repeats,
+                      "quick": args.quick, "figures": table, "samples": samples, "skipped": skipped})
+
+
+def _write(out: str, data: dict[str, Any]) -> None:
+    data = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                        "load_avg": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())},
+            "targets": {k: {"target": t, "how": h} for k, (t, h) in TARGETS.items()}, **data}
+    Path(out).write_text(json.dumps(data, indent=1) + "\n")
+    print(f"\nwritten: {out}")
+
+
+def samples_from_logs(paths: list[str]) -> dict[str, dict[str, list[float]]]:
+    """The figures of the ``[i/n] bench label seconds k=v ...`` lines in ``paths``."""
+    samples: dict[str, dict[str, list[float]]] = {}
+    for path in paths:
+        for line in Path(path).read_text().splitlines():
+            parts = line.split()
+            if len(parts) < 5 or not parts[0].startswith("["):
+                continue
+            name, label = parts[1], parts[2]
+            for pair in parts[5:]:
+                key, _, value = pair.partition("=")
+                samples.setdefault(f"{name}.{key}", {}).setdefault(label, []).append(float(value))
+    return samples
 
 
 def _maze_server(work: Path) -> tuple[subprocess.Popen, str]:
