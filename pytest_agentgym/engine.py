@@ -47,6 +47,8 @@ class Engine:
         self._thread = threading.Thread(target=self._loop.run_forever, name="agentgym-engine", daemon=True)
         self._thread.start()
         self._futures: dict[str, concurrent.futures.Future[EpisodeRecord]] = {}
+        #: keys whose episode has begun (it will be played and written, come what may)
+        self._started: set[str] = set()
         self._running = 0
         self._ready = self._call(self._setup())
 
@@ -66,8 +68,9 @@ class Engine:
             self._clients[name] = self._adapters[name].make_client(request.spec, self._env_urls[name])
         return self._clients[name]
 
-    async def _run(self, request: EpisodeRequest) -> EpisodeRecord:
+    async def _run(self, key: str, request: EpisodeRequest) -> EpisodeRecord:
         async with self._semaphore:
+            self._started.add(key)
             adapter = self._adapters[request.spec.name]
             before_retry = None
             if self._before_retry is not None:
@@ -84,16 +87,29 @@ class Engine:
     def submit(self, key: str, request: EpisodeRequest) -> concurrent.futures.Future[EpisodeRecord]:
         """Schedule an episode once; submitting the same key again returns the same future."""
         if key not in self._futures:
-            self._futures[key] = asyncio.run_coroutine_threadsafe(self._run(request), self._loop)
+            self._futures[key] = asyncio.run_coroutine_threadsafe(self._run(key, request), self._loop)
         return self._futures[key]
 
     def submitted(self, key: str) -> bool:
         return key in self._futures
 
     def forget(self, key: str) -> None:
-        """Let go of ``key``'s future (its holder keeps it): a long-lived caller such as
-        the rollout service or a queue worker would otherwise keep every record it ever played."""
+        """The caller has taken the episode's record: drop the engine's hold on it, so a
+        long run keeps no finished records in memory (they are on disk). Submitting
+        the key again later plays the episode again."""
         self._futures.pop(key, None)
+        self._started.discard(key)
+
+    def withdraw(self, key: str) -> bool:
+        """Take back an episode that has not begun (e.g. an xdist worker's queued item
+        went to another worker); True when it was withdrawn, False when it has begun
+        (it then finishes and is written as usual) or was never submitted."""
+        future = self._futures.get(key)
+        if future is None or key in self._started:
+            return False
+        future.cancel()
+        self._futures.pop(key, None)
+        return True
 
     def in_flight(self) -> int:
         """How many episodes are being played right now."""

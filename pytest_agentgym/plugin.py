@@ -21,7 +21,9 @@ from pytest_agentgym.settings import (
 
 _RECORD_ATTR = "agentgym_record"
 _KEPT_ATTR = "agentgym_kept"
+_OUTCOME_ATTR = "agentgym_outcome"
 _SIGTERM_KEY = pytest.StashKey[object]()
+_READ_AHEAD_KEY = pytest.StashKey[object]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -236,6 +238,33 @@ def pytest_configure_node(node) -> None:  # type: ignore[no-untyped-def]  (pytes
     node.workerinput.update(harness.worker_input())
 
 
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-untyped-def]  (pytest-xdist hook)
+    """A run of episodes hands each worker its whole share at once (readahead.py)."""
+    from pytest_agentgym.readahead import TAKEN_OVER, make_scheduler
+
+    harness = config.stash.get(HARNESS_KEY, None)
+    if getattr(config.option, "dist", None) in TAKEN_OVER and harness is not None and harness.plans:
+        return make_scheduler(config, log)
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """An xdist worker reads ahead: the episodes queued for it go to its engine."""
+    if not _is_worker(item.config) or not isinstance(item, collect.EpisodeItem):
+        return
+    reader = item.config.stash.get(_READ_AHEAD_KEY, None)
+    if reader is None:
+        from pytest_agentgym.readahead import WorkerReadAhead
+
+        harness = item.config.stash[HARNESS_KEY]
+        reader = WorkerReadAhead(item.config, harness.read_ahead, harness.withdraw,
+                                 lambda i: isinstance(i, collect.EpisodeItem))
+        item.config.stash[_READ_AHEAD_KEY] = reader
+    reader.before(item, item.session)
+
+
 @pytest.hookimpl(wrapper=True, trylast=True)
 def pytest_runtestloop(session: pytest.Session):  # type: ignore[no-untyped-def]
     """Before the items: start what the episodes need and let the engine run ahead.
@@ -279,14 +308,30 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type
         if report.when == "call" or (report.when == "setup" and report.failed):
             setattr(report, _RECORD_ATTR, record.to_dict())
             setattr(report, _KEPT_ATTR, bool(getattr(item, "kept", False)))
+            setattr(report, _OUTCOME_ATTR, record.outcome)
             item._agentgym_reported = True  # type: ignore[attr-defined]
+            item.record = None  # type: ignore[attr-defined]  (on disk and on its way in the report)
     return report
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_logreport(report: pytest.TestReport):  # type: ignore[no-untyped-def]
+    """Once every plugin has seen the report (the controller has written and published
+    its record, an xdist worker has sent it), the report keeps only the outcome:
+    pytest's terminal reporter holds every report to the end of the session, and a
+    trajectory in each would grow the process with every episode."""
+    result = yield
+    if getattr(report, _RECORD_ATTR, None) is not None:
+        delattr(report, _RECORD_ATTR)
+    return result
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):  # type: ignore[no-untyped-def]
-    data = getattr(report, _RECORD_ATTR, None)
-    if data is not None and data.get("outcome") == "unsolved" and report.skipped:
+    outcome = getattr(report, _OUTCOME_ATTR, None)
+    if outcome is None:  # a report from an xdist worker: its record is still attached
+        outcome = (getattr(report, _RECORD_ATTR, None) or {}).get("outcome")
+    if outcome == "unsolved" and report.skipped:
         return "unsolved", "u", ("UNSOLVED", {"yellow": True})
     return None
 

@@ -51,6 +51,15 @@ class ModelAdapter:
         await self._client.aclose()
 
 
+def _import_model_client() -> None:
+    """Import the model client (and ``openai``, about 0.8 s) off the critical path."""
+    try:
+        import pytest_agentgym.model.client  # noqa: F401
+        import openai  # noqa: F401
+    except ImportError:  # reported where the client is made
+        pass
+
+
 def model_name_for(kind: str, model: str) -> str:
     """--agentgym-model for one endpoint: TensorZero wants ``tensorzero::model_name::X``."""
     if kind == "tensorzero" and not model.startswith("tensorzero::"):
@@ -81,6 +90,7 @@ class RunResources:
         #: a resumed run's generation and run directory, for the queue coordinator
         self.generation = 1
         self.run_dir = ""
+        self._warmed = False
         if worker_input is not None:
             self.env_urls = dict(worker_input["agentgym_env_urls"])
 
@@ -159,18 +169,11 @@ class RunResources:
         be had is remembered in :attr:`env_errors` and its episodes become error records."""
         if self.worker is not None or self.fleet is not None:
             return  # xdist: the controller's; a queue: each worker's own
-        from pytest_agentgym.servers.pool import ServerPool
         from pytest_agentgym.servers.process import ServerError
 
-        s = self.settings
-        if self._pool is None:
-            specs = dict(s.env_specs)
-            if s.servers_mode == "attach":
-                specs = {n: sp if sp.url else sp.with_overrides(url=sp.default_url()) for n, sp in specs.items()}
-            self.log_dir.mkdir(parents=True, exist_ok=True)
-            # spawn: always fresh servers on free ports; auto: attach to what answers on
-            # the configured port, spawn the rest; attach: every URL must already answer.
-            self._pool = ServerPool(specs, log_dir=self.log_dir, attach_running=s.servers_mode == "auto")
+        pool = self._server_pool()
+        names = [n for n in names if n not in self.env_urls and n not in self.env_errors]
+        pool.spawn_ahead(names)  # they boot side by side; then wait for each
         for name in names:
             if name not in self.env_urls and name not in self.env_errors:
                 try:
@@ -181,6 +184,46 @@ class RunResources:
                 self.env_urls[name] = server.url
                 self.server_identities[name] = self._identity(name, server)
 
+    def _server_pool(self) -> Any:
+        if self._pool is None:
+            from pytest_agentgym.servers.pool import ServerPool
+
+            s = self.settings
+            specs = dict(s.env_specs)
+            if s.servers_mode == "attach":
+                specs = {n: sp if sp.url else sp.with_overrides(url=sp.default_url()) for n, sp in specs.items()}
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            # spawn: always fresh servers on free ports; auto: attach to what answers on
+            # the configured port, spawn the rest; attach: every URL must already answer.
+            self._pool = ServerPool(specs, log_dir=self.log_dir, attach_running=s.servers_mode == "auto")
+        return self._pool
+
+    def start_all(self, env_names: Sequence[str]) -> Any:
+        """The endpoint and the servers of ``env_names``, side by side, for the first
+        episode's sake: the servers' processes are launched first and boot while the
+        endpoint is chosen (a reference agent or vLLM launched, health probes), and
+        the model client's import runs on a thread meanwhile. Returns the chosen
+        endpoint, or None (``setup_error`` says why; then no server is left running:
+        without a model every episode is an error)."""
+        self.warm_up(env_names)
+        chosen = self.endpoint_or_error()
+        if chosen is not None:
+            self.start_envs(env_names)
+        elif self._pool is not None:
+            self._pool.stop_all()
+        return chosen
+
+    def warm_up(self, env_names: Sequence[str]) -> None:
+        """Launch the servers of ``env_names`` without waiting for them, and import the
+        model client on a thread (once): called as early as the environments are known."""
+        if not self._warmed:
+            self._warmed = True
+            import threading
+
+            threading.Thread(target=_import_model_client, name="agentgym-import", daemon=True).start()
+        if self.worker is None and env_names:
+            self._server_pool().spawn_ahead(env_names)
+
     def _identity(self, name: str, server: Any) -> str:
         import httpx
 
@@ -190,7 +233,7 @@ class RunResources:
         how = "attached" if server.attached else (f"embedded {spec.embedded}" if spec.embedded
                                                   else f"command {spec.command}")
         try:
-            answer = httpx.get(server.url + "/", timeout=5.0).text
+            answer = self._pool.http.get(server.url + "/", timeout=5.0).text
         except httpx.HTTPError:
             answer = None
         return server_identity(answer, how)

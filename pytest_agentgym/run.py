@@ -60,7 +60,6 @@ class EvaluationRun:
         self.plans: dict[str, EnvPlan] = {}
         self.summaries: dict[str, EnvSummary] = {}
         self.verdicts: list[GateVerdict] = []
-        self.reported: list[EpisodeRecord] = []
         self.status: str | None = None
         #: notices of the start (NATS/JetStream), for the plugin to show once per machine
         self.start_notices: list = []
@@ -93,7 +92,22 @@ class EvaluationRun:
     def header_lines(self, probe: bool) -> list[str]:
         from pytest_agentgym.terminal import header_lines
 
+        if probe and self.worker is None:
+            self._warm_up()
         return header_lines(self, probe)
+
+    def _warm_up(self) -> None:
+        """Before the endpoint is chosen (a reference agent or vLLM may be launched and
+        waited for): launch the servers of the suites named on the command line, so
+        they boot meanwhile; the first episode waits for the slower, not the sum."""
+        from pytest_agentgym.collect import suites_under
+
+        try:
+            paths = [str(a) for a in self.config.args] if self.config is not None else []
+            envs = list(dict.fromkeys(s.environment for s in suites_under(paths, self.settings)))
+        except OSError:
+            return  # collection will say what is wrong with the paths
+        self.resources.warm_up(envs)
 
     def sampling_lines(self) -> list[str]:
         from pytest_agentgym.terminal import sampling_lines
@@ -143,15 +157,13 @@ class EvaluationRun:
             return
         self._began = True
         self.ledger.open_log(None if self.worker is None else self.worker.get("workerid"))
-        chosen = self.resources.endpoint_or_error()
-        if chosen is not None:  # without a model every episode is an error: start nothing more
-            self.resources.start_envs(env_names)
+        chosen = self.resources.start_all(env_names)  # without a model: no server is left running
         for name in env_names:
             self._adapter(name)
         if self.worker is None:
             self._open_records(chosen, env_names)
         if chosen is not None:  # else every episode becomes an error record (see submit)
-            self.resources.start_engine(self._adapters, concurrency=self.settings.concurrency if self._prefetch else 1,
+            self.resources.start_engine(self._adapters, concurrency=self.settings.concurrency,
                                         on_finished=self._episode_finished, kept=self.ledger.kept)
 
     def _open_records(self, chosen: Any, env_names: Sequence[str]) -> None:
@@ -284,6 +296,21 @@ class EvaluationRun:
                 if self.kept_record(item) is None:
                     self.submit(item.nodeid, self.request_for(item))
 
+    def read_ahead(self, items: Sequence[Any]) -> None:
+        """xdist worker: queue the episodes of ``items`` (the ones queued for this worker,
+        in order) so the engine plays up to ``concurrency`` of them at once, as a
+        single process does with all of its items (see pytest_agentgym.readahead)."""
+        if not self._began:
+            return
+        for item in items:
+            if self.kept_record(item) is None:
+                self.submit(item.nodeid, self.request_for(item))
+
+    def withdraw(self, keys: Sequence[str]) -> list[str]:
+        """Take back queued episodes that have not begun; returns the keys withdrawn."""
+        engine = self.resources.engine
+        return [key for key in keys if engine is not None and engine.withdraw(key)]
+
     def result(self, item: Any) -> EpisodeRecord:
         """Block until the item's episode has finished and return its record (a kept
         one at once). Raises :class:`RunAborted` when results cannot be written."""
@@ -299,6 +326,14 @@ class EvaluationRun:
             return future.result()
         except OSError as exc:
             raise RunAborted(self.abort_reason or f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            self._forget(item.nodeid)
+
+    def _forget(self, key: str) -> None:
+        """The record is the caller's now (and on disk): hold no reference to it."""
+        self._failed_futures.pop(key, None)
+        if self.resources.engine is not None:
+            self.resources.engine.forget(key)
 
     def _ensure_env(self, name: str) -> None:
         if name not in self._adapters:
@@ -326,7 +361,10 @@ class EvaluationRun:
             min_reward=min_reward, nodeid=nodeid, node=s.node, checkpoint=s.checkpoint,
             sampling=self.resources.effective_sampling(dict(sampling)),
         )
-        record = self.submit(key, request).result()
+        try:
+            record = self.submit(key, request).result()
+        finally:
+            self._forget(key)
         if self.worker is None:
             self.episode_reported(record.to_dict())
         return record
@@ -384,10 +422,9 @@ class EvaluationRun:
     def episode_reported(self, data: dict[str, Any], *, kept: bool = False) -> None:
         """Controller: an item's report arrived with its record. A kept record (from an
         earlier generation of a resumed run) was published by the run that played it."""
-        record = EpisodeRecord.from_dict(data)
-        self.reported.append(record)
         if kept:
             return
+        record = EpisodeRecord.from_dict(data)  # not kept here: the record is on disk
         publisher = self.resources.publisher
         if publisher is not None:
             from pytest_agentgym.events import episode_completed

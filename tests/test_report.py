@@ -245,13 +245,13 @@ def test_repeated_observation_is_stored_once():
 
 
 def test_large_runs_are_packed_and_small_ones_are_not(tmp_path, monkeypatch):
-    from pytest_agentgym.report import render
+    from pytest_agentgym.report import payload
 
     run = write_run(tmp_path, make_info(), [make_episode("Maze", n) for n in range(30)])
     plain = chunk_texts(parse(render_run_dir(run.path, output=tmp_path / "a.html").read_text()))
     assert {e for e, _ in plain} == {"json"}
-    monkeypatch.setattr(render, "COMPRESS_ABOVE", 1000)
-    monkeypatch.setattr(render, "CHUNK_BYTES", 2000)
+    monkeypatch.setattr(payload, "COMPRESS_ABOVE", 1000)
+    monkeypatch.setattr(payload, "CHUNK_BYTES", 2000)
     packed = chunk_texts(parse(render_run_dir(run.path, output=tmp_path / "b.html").read_text()))
     assert {e for e, _ in packed} == {"gzip-base64"} and len(packed) > 1
     unpacked = [record for e, t in packed for record in decode_chunk(e, t)]

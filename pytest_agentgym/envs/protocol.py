@@ -42,6 +42,7 @@ from typing import Any, Literal
 import httpx
 
 from pytest_agentgym.envs.watch import in_flight
+from pytest_agentgym.transport import KeepAliveTransport
 
 Dialect = Literal["id", "env_idx"]
 _DIALECTS = ("id", "env_idx")
@@ -178,8 +179,10 @@ class EnvClient:
         #: The whole answer of the last ``/create`` (TextCraft's carries an observation).
         self.last_create: Any = None
         self._key = "id" if dialect == "id" else "env_idx"
+        # One long-lived client over the lean keep-alive transport (pytest_agentgym.transport):
+        # its cost per request does not grow with the number of episodes in flight.
         self._http = httpx.AsyncClient(
-            base_url=self.base_url, timeout=self.timeout, transport=transport
+            base_url=self.base_url, timeout=self.timeout, transport=transport or KeepAliveTransport(),
         )
 
     @property

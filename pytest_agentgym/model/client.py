@@ -59,6 +59,9 @@ __all__ = [
     "read_api_key", "reject_unknown_keys",
 ]
 
+#: The chat completions path under the endpoint's base URL.
+CHAT_PATH = "/chat/completions"
+
 #: What the SDK is given when the endpoint needs no key (vLLM, Ollama, reference).
 PLACEHOLDER_API_KEY = "EMPTY"
 
@@ -173,8 +176,7 @@ class Sampling:
         params = {f.name: getattr(self, f.name) for f in fields(self)}
         if params["stop"] is not None:
             params["stop"] = list(params["stop"])
-        if params.pop("return_token_ids") is not None:  # not an OpenAI parameter: into the body as is
-            params["extra_body"] = {"return_token_ids": self.return_token_ids}
+        # return_token_ids is vLLM's, not OpenAI's: the body is posted as it is, so it goes in plain
         return {k: v for k, v in params.items() if v is not None}
 
 
@@ -231,7 +233,7 @@ class EndpointClient:
     ``base_url`` is the URL the OpenAI paths hang off (``.../v1``, or
     ``<gateway>/openai/v1`` for TensorZero). ``http_client`` (an
     ``httpx.AsyncClient``) lets unit tests inject a transport; otherwise the
-    SDK builds its own. Use as ``async with EndpointClient(...) as client``,
+    client is an ``httpx.AsyncClient`` over :class:`~pytest_agentgym.transport.KeepAliveTransport`. Use as ``async with EndpointClient(...) as client``,
     or call :meth:`aclose`.
     """
 
@@ -259,6 +261,10 @@ class EndpointClient:
         self.turn_budget = float(turn_budget) if turn_budget is not None else None
         self.retry = retry or RetryPolicy()
         self._rng = random.Random()
+        if http_client is None:  # one long-lived client over the lean keep-alive transport
+            from pytest_agentgym.transport import KeepAliveTransport
+
+            http_client = httpx.AsyncClient(transport=KeepAliveTransport(), timeout=self.request_timeout)
         base, _, query = self.base_url.partition("?")  # the SDK would append paths after a query
         self._sdk = AsyncOpenAI(
             base_url=base, default_query=dict(parse_qsl(query, keep_blank_values=True)) or None,
@@ -302,7 +308,12 @@ class EndpointClient:
         import openai
 
         turn_budget = budget if budget is not None else self._default_budget()
-        params = (sampling or self.sampling).request_params()
+        # The request body, prepared once: a plain dict that the SDK's lower-level
+        # post() serialises as it is. chat.completions.create() would walk it through
+        # its TypedDict transform (async_maybe_transform) on every call, at a cost
+        # that grows with the conversation (a quarter millisecond per message).
+        body = {"model": self.model, "messages": list(messages),
+                **(sampling or self.sampling).request_params()}
         state = _Attempts(started=time.monotonic())
         deadline = state.started + turn_budget
 
@@ -314,9 +325,8 @@ class EndpointClient:
             call_timeout = min(self.request_timeout, remaining)
             state.count += 1
             try:
-                raw = await self._sdk.chat.completions.with_raw_response.create(
-                    model=self.model, messages=list(messages), timeout=call_timeout, **params,
-                )
+                response = await self._sdk.post(CHAT_PATH, cast_to=httpx.Response, body=body,
+                                                 options={"timeout": call_timeout})
             except openai.APITimeoutError:
                 limit = ("the per-turn budget" if call_timeout < self.request_timeout
                          else "the request timeout")
@@ -342,7 +352,7 @@ class EndpointClient:
                 else:
                     raise self._rejected(exc, state) from None
             else:
-                return self._reply(raw.http_response, state)
+                return self._reply(response, state)
 
             # a retryable failure: retry, or give up with EndpointDown / EndpointTimeout
             retry_number = len(state.reasons) + 1

@@ -32,11 +32,8 @@ block, and the page's script writes data with ``textContent`` only.
 
 from __future__ import annotations
 
-import base64
-import gzip
 import json
-import operator
-from dataclasses import dataclass
+import warnings
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
@@ -49,19 +46,24 @@ from pytest_agentgym.aggregate import EnvSummary, summarize
 from pytest_agentgym.jsonl import finite_json
 from pytest_agentgym.redact import redact_data, redact_text
 from pytest_agentgym.report import charts
+from pytest_agentgym.report.payload import (  # noqa: F401  (re-exported: the page's data)
+    CHUNK_BYTES,
+    COMPRESS_ABOVE,
+    TURN_FIELDS,
+    Chunk,
+    PackedRun,
+    build_payload,
+    escape_json_text,
+    outcome_of,
+    read_for_report,
+    trajectory_json,
+)
 from pytest_agentgym.results import EpisodeRecord, RunInfo, current_records
 from pytest_agentgym.store import RunDir
 
 REPORT_FILE = "report.html"
-#: Trajectory data (uncompressed JSON bytes) above which chunks are gzipped.
-COMPRESS_ABOVE = 2_000_000
-#: Target size of one trajectory chunk (uncompressed JSON bytes).
-CHUNK_BYTES = 256_000
 #: Episodes per page of the script-driven episode table.
 PAGE_SIZE = 100
-#: Turn fields, in the order each turn is stored in the embedded JSON.
-TURN_FIELDS = ("index", "observation", "reply", "action", "feedback", "reward", "done",
-               "model_latency_s", "env_latency_s", "prompt_tokens", "completion_tokens", "score")
 
 _TEMPLATES = resources.files("pytest_agentgym.report") / "templates"
 
@@ -78,8 +80,13 @@ def render_run_dir(run_dir: str | Path, output: str | Path | None = None, *,
     """
     run = RunDir(run_dir)
     info = run.read_info()
-    episodes, skipped = run.read_episodes_report()
-    episodes = current_records(episodes)  # a resumed run: the newest generation of each episode
+    # records without their turns; their trajectories packed as they are read
+    packed = read_for_report(run.episodes_file, compress)
+    skipped = packed.skipped
+    for line in skipped:
+        warnings.warn(str(line), stacklevel=2)
+    episodes = current_records(packed.records)  # a resumed run: the newest generation of each episode
+    packed = packed.current(episodes)
     baseline, baseline_note = load_baseline(info, run.path)
     compare, compare_note = None, ""
     if baseline is not None or comparison is not None:
@@ -89,7 +96,7 @@ def render_run_dir(run_dir: str | Path, output: str | Path | None = None, *,
                                               comparison=comparison)
     parts = page_parts(info, episodes, baseline=baseline, baseline_note=baseline_note,
                        compress=compress, source=str(run.path), skipped=[str(line) for line in skipped],
-                       compare=compare, compare_note=compare_note)
+                       compare=compare, compare_note=compare_note, packed=packed)
     return write_page(parts, Path(output) if output is not None else run.path / REPORT_FILE)
 
 
@@ -143,15 +150,6 @@ def success_of(record: EpisodeRecord) -> str:
     return "passed" if record.success else "failed"
 
 
-def outcome_of(record: EpisodeRecord) -> str:
-    """passed / failed / unsolved / error, also for records written without ``outcome``."""
-    if record.error is not None or record.outcome == "error":
-        return "error"
-    if record.outcome:
-        return record.outcome
-    return "passed" if record.success else "failed"
-
-
 def script_json(data: Any) -> Markup:
     """JSON that is safe inside ``<script type="application/json">``.
 
@@ -162,118 +160,7 @@ def script_json(data: Any) -> Markup:
     return escape_json_text(json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
 
 
-def escape_json_text(text: str) -> Markup:
-    """The escaping of :func:`script_json`, applied to JSON text already made."""
-    for raw, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
-                         ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
-        text = text.replace(raw, escaped)
-    return Markup(text)
-
-
 # --------------------------------------------------------------------------- view model
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """One block of trajectories as embedded in the page."""
-
-    number: int
-    encoding: str  # "json" or "gzip-base64"
-    text: Markup
-
-
-_TURN_VALUES = operator.attrgetter(*TURN_FIELDS)
-_OBSERVATION = TURN_FIELDS.index("observation")
-
-
-def trajectory_json(record: EpisodeRecord) -> str:
-    """The part of an episode that the page reads only when the episode is opened.
-
-    Each turn is a list in :data:`TURN_FIELDS` order. A turn's observation is
-    stored as null when it repeats the previous turn's feedback (the usual case:
-    the feedback is what the model sees next), which saves about a third. URLs
-    are redacted in the JSON text (they stop at quotes and backslashes, so the
-    text stays valid JSON).
-    """
-    turns = []
-    previous_feedback = None
-    for turn in record.turns:
-        values = list(_TURN_VALUES(turn))
-        if values[_OBSERVATION] == previous_feedback:
-            values[_OBSERVATION] = None
-        previous_feedback = turn.feedback
-        turns.append(values)
-    data = {
-        "model": record.model, "checkpoint": record.checkpoint, "node": record.node, "worker": record.worker,
-        "nodeid": record.nodeid, "started_at": record.started_at, "min_reward": record.min_reward,
-        "score": record.score, "prompt_tokens": record.prompt_tokens,
-        "completion_tokens": record.completion_tokens, "error": _error(record.error),
-        "retried": [_error(e) for e in record.retried], "turns": turns,
-    }
-    try:
-        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except ValueError:
-        text = json.dumps(finite_json(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return redact_text(text)
-
-
-def _error(error) -> dict[str, str] | None:
-    return None if error is None else {"type": error.type, "message": error.message, "where": error.where}
-
-
-def _index_row(record: EpisodeRecord, env_number: int, chunk: int, position: int,
-               run_id: str) -> dict[str, Any]:
-    """What the episode table needs of one episode (short keys: 10,000 of these load at once)."""
-    row: dict[str, Any] = {
-        "e": env_number, "t": record.task_index, "r": record.repeat, "o": outcome_of(record),
-        "w": finite_json(record.reward), "s": int(record.success), "n": record.rounds,
-        "k": record.prompt_tokens + record.completion_tokens,
-        "d": round(finite_json(record.duration_s) or 0.0, 2), "x": record.stop_reason,
-        "a": record.attempts, "c": chunk, "p": position,
-    }
-    if record.run_id != run_id:
-        row["i"] = record.episode_id  # the page derives the id only for the run's own episodes
-    if record.error is not None:
-        row["err"] = f"{record.error.type} ({record.error.where})"
-    return row
-
-
-def build_payload(episodes: Sequence[EpisodeRecord], envs: Sequence[str], compress: bool | None,
-                  run_id: str = "") -> tuple[list[dict[str, Any]], list[Chunk], bool]:
-    """The episode index (one small dict per episode, in file order) and the trajectory chunks.
-
-    Trajectories are packed environment by environment, so that similar text
-    sits together and compresses better; each index row says where its
-    trajectory is (chunk ``c``, position ``p``).
-    """
-    env_number = {env: n for n, env in enumerate(envs)}
-    order = sorted(range(len(episodes)), key=lambda n: env_number[episodes[n].env])
-    placement: list[tuple[int, int]] = [(0, 0)] * len(episodes)
-    pieces: list[list[str]] = [[]]
-    size = total = 0
-    for number in order:
-        text = trajectory_json(episodes[number])
-        if size and size + len(text) > CHUNK_BYTES:
-            pieces.append([])
-            size = 0
-        placement[number] = (len(pieces) - 1, len(pieces[-1]))
-        pieces[-1].append(text)
-        size += len(text) + 1
-        total += len(text) + 1
-    if not pieces[-1]:
-        pieces.pop()
-    index = [_index_row(record, env_number[record.env], *placement[n], run_id)
-             for n, record in enumerate(episodes)]
-    zipped = total > COMPRESS_ABOVE if compress is None else compress
-    chunks = []
-    for number, texts in enumerate(pieces):
-        raw = "[" + ",".join(texts) + "]"
-        if zipped:
-            packed = gzip.compress(raw.encode("utf-8"), compresslevel=6, mtime=0)
-            chunks.append(Chunk(number, "gzip-base64", Markup(base64.b64encode(packed).decode("ascii"))))
-        else:
-            chunks.append(Chunk(number, "json", escape_json_text(raw)))
-    return index, chunks, zipped
 
 
 def _parse_time(text: str | None) -> datetime | None:
@@ -396,7 +283,7 @@ def render_html(info: RunInfo, episodes: Sequence[EpisodeRecord], **options: Any
 def page_parts(info: RunInfo, episodes: Sequence[EpisodeRecord], *,
                baseline: dict[str, EnvSummary] | None = None, baseline_note: str = "",
                compress: bool | None = None, source: str = "", skipped: Sequence[str] = (),
-               compare: Any = None, compare_note: str = "") -> Iterator[str]:
+               compare: Any = None, compare_note: str = "", packed: PackedRun | None = None) -> Iterator[str]:
     """The report page as a stream of text pieces (see the module docstring for its parts).
 
     ``baseline`` holds the baseline run's summaries (see :func:`load_baseline`),
@@ -404,13 +291,14 @@ def page_parts(info: RunInfo, episodes: Sequence[EpisodeRecord], *,
     ``skipped`` the lines of episodes.jsonl that could not be read (shown as a notice),
     ``compare`` the compare view against the baseline
     (:class:`~pytest_agentgym.report.compare_view.CompareView`), or ``compare_note``
-    saying why there is none.
+    saying why there is none. ``packed``: ``episodes`` were read by
+    :func:`~pytest_agentgym.report.payload.read_for_report` (without their turns).
     """
     info = RunInfo.from_dict(redact_data(info.to_dict()))
     envs = _env_order(info, episodes)
     summaries = summarize(episodes)
     gates = [dict(g) for g in info.gates]
-    index, chunks, zipped = build_payload(episodes, envs, compress, info.run_id)
+    index, chunks, zipped = build_payload(episodes, envs, compress, info.run_id, packed)
     outcomes = {k: 0 for k in ("passed", "unsolved", "failed", "error")}
     for row in index:
         outcomes[row["o"]] = outcomes.get(row["o"], 0) + 1

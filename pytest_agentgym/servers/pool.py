@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Literal, Mapping
 
 from pytest_agentgym.envs.spec import EnvSpec
-from pytest_agentgym.servers.health import DEFAULT_HOST, build_argv, describe_exit, free_port, probe
+from pytest_agentgym.servers.health import DEFAULT_HOST, build_argv, describe_exit, free_port, probe, probe_client
 from pytest_agentgym.servers.process import (
     ManagedServer,
     ServerCommandError,
@@ -140,7 +140,17 @@ class ServerPool:
         self.probe_timeout = probe_timeout
         self.stop_grace = stop_grace
         self._servers: dict[str, ManagedServer] = {}
+        #: launched by spawn_ahead, not yet waited for by start
+        self._spawned: dict[str, ManagedServer] = {}
         self._lock = threading.RLock()
+        self._http = None
+
+    @property
+    def http(self):  # type: ignore[no-untyped-def]
+        """One health-probe client for the pool's lifetime, shared by its servers."""
+        if self._http is None:
+            self._http = probe_client()
+        return self._http
 
     def _spec(self, env: str) -> EnvSpec:
         try:
@@ -151,10 +161,10 @@ class ServerPool:
     def _make(self, spec: EnvSpec) -> ManagedServer:
         plan = plan_server(spec, host=self.host, python=self.python)
         common = dict(startup_timeout=spec.startup_timeout, stop_grace=self.stop_grace,
-                      probe_timeout=self.probe_timeout, python=self.python)
+                      probe_timeout=self.probe_timeout, python=self.python, http=self.http)
         if plan.how == "attach":
             return ManagedServer(spec.name, url=plan.url, **common)
-        if self.attach_running and probe(plan.url, self.probe_timeout) is None:
+        if self.attach_running and probe(plan.url, self.probe_timeout, client=self.http) is None:
             return ManagedServer(spec.name, url=plan.url, **common)
         if plan.command is None:
             raise ServerUnavailable(plan.detail)
@@ -171,9 +181,24 @@ class ServerPool:
             server = self._servers.get(env)
             if server is None:
                 spec = self._spec(env)
-                server = self._start_with_backoff(spec, self._make(spec))
+                server = self._start_with_backoff(spec, self._spawned.pop(env, None) or self._make(spec))
                 self._servers[env] = server
             return server
+
+    def spawn_ahead(self, envs: Iterable[str]) -> None:
+        """Launch the processes of ``envs`` without waiting for them, so that they boot
+        side by side; :meth:`start` then only waits for each. What cannot be made
+        here (no command, unknown env) is left for :meth:`start` to report."""
+        with self._lock:
+            for env in envs:
+                if env in self._servers or env in self._spawned:
+                    continue
+                try:
+                    server = self._make(self._spec(env))
+                    server.spawn()
+                except (KeyError, ServerError, OSError):
+                    continue
+                self._spawned[env] = server
 
     def _start_with_backoff(self, spec: EnvSpec, server: ManagedServer) -> ManagedServer:
         """Start ``server``; a spawned one that exits or never answers is started again
@@ -258,9 +283,13 @@ class ServerPool:
 
     def stop_all(self) -> None:
         with self._lock:
-            for server in self._servers.values():
+            for server in [*self._servers.values(), *self._spawned.values()]:
                 server.stop()
             self._servers.clear()
+            self._spawned.clear()
+            if self._http is not None:
+                self._http.close()
+                self._http = None  # the pool may be used again: a new one then
 
     @property
     def servers(self) -> dict[str, ManagedServer]:

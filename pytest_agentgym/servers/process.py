@@ -45,6 +45,7 @@ from pytest_agentgym.servers.health import (
     environment_advice,
     free_port,
     probe,
+    probe_client,
     server_url,
 )
 
@@ -178,6 +179,7 @@ class ManagedServer:
         label: str | None = None,
         advice: Advice | None = None,
         death_signal: int = signal.SIGKILL,
+        http: httpx.Client | None = None,
     ) -> None:
         if (command is None) == (url is None):
             raise ValueError(f"server {name}: give exactly one of command= (spawn) or url= (attach)")
@@ -195,6 +197,10 @@ class ManagedServer:
         self.advice = advice or environment_advice(name)
         self.death_signal = int(death_signal)
         self._proc: subprocess.Popen | None = None
+        #: the health-probe client: the caller's (a pool's), or one of our own made on
+        #: first use and kept until stop(); never one per poll
+        self._http = http
+        self._own_http: httpx.Client | None = None
         self._spawned_at = 0.0
         self._last_exit: int | None = None
         if url is not None:
@@ -231,6 +237,11 @@ class ManagedServer:
         if self.command is None:
             return None
         return build_argv(self.command, host=self.host, port=self.port, python=self.python)
+
+    def _probe(self, timeout: float) -> str | None:
+        if self._http is None and self._own_http is None:
+            self._own_http = probe_client()
+        return probe(self.url, timeout, self.health, self._http or self._own_http)
 
     # -- starting ---------------------------------------------------------------------
 
@@ -288,7 +299,7 @@ class ManagedServer:
                     exit_code=code, log_tail=tail,
                 )
             remaining = deadline - time.monotonic()
-            reason = probe(self.url, max(0.05, min(self.probe_timeout, remaining)), self.health)
+            reason = self._probe(max(0.05, min(self.probe_timeout, remaining)))
             if reason is None and self._owns_port():
                 return time.monotonic() - started
             if time.monotonic() >= deadline:
@@ -334,7 +345,7 @@ class ManagedServer:
     def is_alive(self) -> bool:
         """Spawned: the process is running. Attached: the URL is healthy."""
         if self.attached:
-            return probe(self.url, self.probe_timeout, self.health) is None
+            return self._probe(self.probe_timeout) is None
         return self._proc is not None and self._proc.poll() is None
 
     def poll(self) -> int | None:
@@ -382,6 +393,9 @@ class ManagedServer:
         grace = self.stop_grace if grace is None else grace
         proc, self._proc = self._proc, None
         _live.discard(self)
+        own, self._own_http = self._own_http, None
+        if own is not None:
+            own.close()
         if proc is None:
             return None
         # Everything it started: its session (it is the session leader, sid == pid),
