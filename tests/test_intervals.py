@@ -100,7 +100,8 @@ def test_every_shipped_environment_has_a_reward_range_and_bad_ranges_are_refused
     specs = load_default_specs()
     assert {name: spec.reward_range for name, spec in specs.items()} == {
         "BabyAI": (0.0, 1.0), "TextCraft": (0.0, 1.0), "Maze": (-1.0, 1.0), "Wordle": (0.0, 1.0),
-        "ALFWorld": (0.0, 1.0), "SQLGym": (0.0, 1.0), "WebShop": (0.0, 1.0), "SciWorld": (-100.0, 100.0)}
+        "ALFWorld": (0.0, 1.0), "SQLGym": (0.0, 1.0), "WebShop": (0.0, 1.0), "SciWorld": (-100.0, 100.0),
+        "AgentBench-ALFWorld": (0.0, 1.0), "AgentBench-WebShop": (0.0, 1.0)}
     assert shipped_reward_ranges()["Maze"] == (-1.0, 1.0)
     for bad in ([1, 0], [0], "0-1", [0, math.inf], [True, 2]):
         with pytest.raises(EnvConfigError, match=r"envs.yaml: environments.X.reward_range must be \[low, high\]"):
