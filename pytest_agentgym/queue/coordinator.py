@@ -189,6 +189,11 @@ class QueueCoordinator:
 
     # -- submitting ---------------------------------------------------------------------------
 
+    def forget(self, key: str) -> None:
+        """The engine's hook for dropping a taken record (``Engine.forget``). The coordinator
+        keeps its futures: they deduplicate results that arrive late or twice, and count the
+        episodes each worker played for the report."""
+
     def submit(self, key: str, request: Any) -> concurrent.futures.Future[EpisodeRecord]:
         """Publish the work item of ``request`` once; its future resolves with the record."""
         item = WorkItem(run_id=request.run_id, env=request.spec.name, task_index=request.task_index,
