@@ -17,7 +17,7 @@ scaling             200 ms model, Maze, 5 rounds: episodes in flight vs ideal
                     (ideal = waves x rounds x 0.2 s; measured = the model's span
                     from first request to last answer). c8, c32 in one process
                     (target c32 >= 0.9), 128 in flight as -n 4 x 32 (>= 0.8)
-cpu_per_step        instant model, Maze, c8, 50 episodes at 2, 11 and 20 rounds:
+cpu_per_step        instant model, Maze, c8, 100 episodes at 2, 11 and 20 rounds:
                     the pytest process's CPU per environment step (marginal,
                     target <= 1 ms), and rounds 11-20 against rounds 2-11
                     (flat: <= 1.2)
@@ -167,7 +167,7 @@ def bench_cpu_per_step(tree: Path, work: Path, quick: bool) -> dict[str, float]:
     cpu, steps = {}, {}
     with FakeModel(0) as model:
         for rounds in (2, 11, 20):
-            run = pytest_run(tree, maze_args(model, rounds, 8, 2), work=work)
+            run = pytest_run(tree, maze_args(model, rounds, 8, 4), work=work)
             cpu[rounds], steps[rounds] = run["cpu_s"], steps_of(run["records"])
     early = (cpu[11] - cpu[2]) / max(1, steps[11] - steps[2])
     late = (cpu[20] - cpu[11]) / max(1, steps[20] - steps[11])

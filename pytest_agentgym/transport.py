@@ -1,4 +1,5 @@
-"""A lean keep-alive HTTP/1.1 transport for ``httpx.AsyncClient``, for the hot path.
+"""A lean keep-alive HTTP/1.1 transport for the hot path: for ``httpx.AsyncClient``,
+and, through :class:`Route`, without httpx's request and response objects at all.
 
 The episode loop sends two small requests per environment step (the model's
 chat completion, the environment's ``/step``), many episodes at once, to a few
@@ -18,13 +19,23 @@ as they would httpx's. An idle connection the server has closed is not reused;
 one idle longer than ``idle_expiry`` seconds is closed (uvicorn closes at 5 s).
 
 The clients take it by default; tests still inject ``httpx.MockTransport``.
+
+:class:`Route` is the leaner way in, for the two requests of every step: it
+writes a request head prepared once per server (host, fixed headers) plus the
+JSON body, and hands back a :class:`RawAnswer` (status, headers, bytes) instead
+of an ``httpx.Response``. httpx's ``AsyncClient.send`` builds and merges URLs,
+headers and cookies for every call; on this path that cost more CPU than the
+exchange itself (docs/how-it-works.md, "The hot path").
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import defaultdict
+from typing import Any, Mapping
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -70,15 +81,23 @@ class KeepAliveTransport(httpx.AsyncBaseTransport):
             if self._tls is None:
                 self._tls = httpx.AsyncHTTPTransport()
             return await self._tls.handle_async_request(request)
-        address = (url.host, url.port or 80)
         payload = self._encode(request, await request.aread())
-        connect_timeout, read_timeout, write_timeout = _timeouts(request)
+        status, headers, body = await self.exchange(
+            (url.host, url.port or 80), payload, request.method, *_timeouts(request))
+        return httpx.Response(status, headers=headers, content=body,
+                              extensions={"http_version": b"HTTP/1.1"})
+
+    async def exchange(self, address: tuple[str, int], payload: bytes, method: str,
+                       connect_timeout: float | None, read_timeout: float | None,
+                       write_timeout: float | None) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """Send ``payload`` (a whole HTTP/1.1 request) to ``address`` over an idle
+        connection, or a new one; the answer's status, headers and body."""
         conn = self._take(address)
         if conn is None:
             conn = await self._open(address, connect_timeout)
         try:
             await self._write(conn, payload, write_timeout)
-            status, headers, body, keep = await self._read(conn, request.method, read_timeout)
+            status, headers, body, keep = await self._read(conn, method, read_timeout)
         except BaseException:
             conn.close()
             raise
@@ -87,8 +106,7 @@ class KeepAliveTransport(httpx.AsyncBaseTransport):
             self._idle[address].append(conn)
         else:
             conn.close()
-        return httpx.Response(status, headers=headers, content=body,
-                              extensions={"http_version": b"HTTP/1.1"})
+        return status, headers, body
 
     async def aclose(self) -> None:
         for stack in self._idle.values():
@@ -112,9 +130,9 @@ class KeepAliveTransport(httpx.AsyncBaseTransport):
 
     async def _open(self, address: tuple[str, int], timeout: float | None) -> _Connection:
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(*address, limit=_HEAD_LIMIT * 16), timeout)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(timeout):
+                reader, writer = await asyncio.open_connection(*address, limit=_HEAD_LIMIT * 16)
+        except TimeoutError:
             raise httpx.ConnectTimeout(f"connecting to {address[0]}:{address[1]} timed out") from None
         except OSError as exc:
             raise httpx.ConnectError(f"{exc.strerror or exc} ({address[0]}:{address[1]})") from exc
@@ -140,8 +158,10 @@ class KeepAliveTransport(httpx.AsyncBaseTransport):
     async def _write(conn: _Connection, payload: bytes, timeout: float | None) -> None:
         try:
             conn.writer.write(payload)
-            await asyncio.wait_for(conn.writer.drain(), timeout)
-        except asyncio.TimeoutError:
+            if conn.writer.transport.get_write_buffer_size():  # the kernel did not take it all
+                async with asyncio.timeout(timeout):
+                    await conn.writer.drain()
+        except TimeoutError:
             raise httpx.WriteTimeout("sending the request timed out") from None
         except OSError as exc:
             raise httpx.WriteError(f"sending the request failed: {exc}") from exc
@@ -149,8 +169,9 @@ class KeepAliveTransport(httpx.AsyncBaseTransport):
     async def _read(self, conn: _Connection, method: str,
                     timeout: float | None) -> tuple[int, list[tuple[bytes, bytes]], bytes, bool]:
         try:
-            return await asyncio.wait_for(self._response(conn.reader, method), timeout)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(timeout):
+                return await self._response(conn.reader, method)
+        except TimeoutError:
             raise httpx.ReadTimeout("no answer within the read timeout") from None
         except asyncio.IncompleteReadError as exc:
             raise httpx.RemoteProtocolError(
@@ -206,3 +227,71 @@ class KeepAliveTransport(httpx.AsyncBaseTransport):
         else:
             body, close = await reader.read(), True
         return status, headers, body, not close
+
+
+# ------------------------------------------------------------------------ the direct route
+
+
+class RawAnswer:
+    """An HTTP answer as :class:`Route` returns it: what callers of the hot path read
+    of an ``httpx.Response`` (``status_code``, ``headers.get``, ``content``, ``text``,
+    ``json()``), without building one."""
+
+    __slots__ = ("status_code", "headers", "content")
+
+    def __init__(self, status_code: int, headers: list[tuple[bytes, bytes]], content: bytes) -> None:
+        self.status_code = status_code
+        #: lower-case names; a repeated header keeps its last value
+        self.headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in headers}
+        self.content = content
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+
+def encode_json(value: Any) -> bytes:
+    """A request body as httpx encodes ``json=``: compact, UTF-8, no NaN."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
+class Route:
+    """Requests to one ``http://`` base URL (path prefix included) straight over a
+    :class:`KeepAliveTransport`; see the module's docstring.
+
+    ``headers`` are sent with every request (an API key, the SDK's user agent);
+    the host header and the prefix are prepared here once. Failures are the
+    transport's httpx exceptions, as through ``httpx.AsyncClient``.
+    """
+
+    def __init__(self, transport: KeepAliveTransport, base_url: str,
+                 headers: Mapping[str, str] | None = None) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme != "http" or not parts.hostname or parts.query or parts.fragment:
+            raise ValueError(f"a direct route needs a plain http:// URL, not {base_url!r}")
+        self.transport = transport
+        self.address = (parts.hostname, parts.port or 80)
+        self.prefix = parts.path.rstrip("/")
+        fixed = {"host": parts.netloc, "accept": "application/json", **{k.lower(): v for k, v in (headers or {}).items()}}
+        self._fixed = "".join(f"{name}: {value}\r\n" for name, value in fixed.items())
+
+    @classmethod
+    def usable(cls, base_url: str) -> bool:
+        """Whether ``base_url`` can be reached this way (plain http, no query)."""
+        parts = urlsplit(base_url)
+        return parts.scheme == "http" and bool(parts.hostname) and not parts.query and not parts.fragment
+
+    async def request(self, method: str, path: str, body: bytes | None, timeout: float | None) -> RawAnswer:
+        """``method`` ``path`` (under the prefix; may carry a query) with a JSON ``body``."""
+        head = f"{method} {self.prefix}{path} HTTP/1.1\r\n{self._fixed}"
+        if body is not None:
+            head += f"content-type: application/json\r\ncontent-length: {len(body)}\r\n"
+        elif method in ("POST", "PUT", "PATCH"):
+            head += "content-length: 0\r\n"  # as httpx sends an empty POST
+        payload = (head + "\r\n").encode("latin-1") + (body or b"")
+        status, headers, content = await self.transport.exchange(
+            self.address, payload, method, timeout, timeout, timeout)
+        return RawAnswer(status, headers, content)

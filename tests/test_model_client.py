@@ -279,3 +279,58 @@ def test_dropped_connection_is_retried():
     assert reply.text == "Action:\nafter drop"
     assert len(fake.chat_requests()) == 2
     assert reply.record.retry_reasons[0].startswith("connection error")
+
+
+# ------------------------------------------------ the direct route and the SDK read answers alike
+
+
+def _through(kind: str, base_url: str, **kwargs) -> EndpointClient:
+    """A client on the direct route (``direct``) or through the SDK's own post() (``sdk``:
+    an injected httpx client makes the SDK send)."""
+    if kind == "direct":
+        return EndpointClient(base_url, "fake-model", **kwargs)
+    return EndpointClient(base_url, "fake-model", http_client=httpx.AsyncClient(), **kwargs)
+
+
+def _outcome(act, **kwargs):
+    with FakeEndpoint(script=[act]) as fake:
+        seen = []
+        for kind in ("direct", "sdk"):
+            try:
+                reply = ask(_through(kind, fake.base_url, retry=RetryPolicy(1, 0.01, 0.02), **kwargs))
+                seen.append(("reply", reply.text, reply.record.attempts))
+            except ModelError as err:
+                seen.append((type(err).__name__, getattr(err, "status_code", None),
+                             getattr(err, "server_message", None), err.record.attempts, err.record.retry_reasons))
+        requests = fake.chat_requests()
+    return seen, requests
+
+
+@pytest.mark.parametrize("act", [
+    ok("Action:\ngo"), status(400, "bad request"), status(404, "The model `x` does not exist."),
+    status(401, "bad key"), status(500, "CUDA out of memory"), status(429, "slow down", retry_after="0"),
+    context_too_long(), drop(),
+], ids=["ok", "400", "404", "401", "500", "429", "context", "drop"])
+def test_the_direct_route_and_the_sdk_classify_every_answer_alike(act):
+    (direct, sdk), requests = _outcome(act)
+    assert direct == sdk
+    retried = act.kind == "drop" or act.status in (429, 500)
+    assert len(requests) == 2 * (2 if retried else 1)
+
+
+def test_the_direct_route_sends_the_sdks_headers_and_key(monkeypatch):
+    monkeypatch.setenv("FAKE_MODEL_KEY", "sk-direct")
+    with FakeEndpoint(script=[ok()]) as fake:
+        client = _through("direct", fake.base_url, api_key_env="FAKE_MODEL_KEY")
+
+        async def refuse(*args, **kwargs):  # the SDK's post() must not be what sends
+            raise AssertionError("the chat call went through the SDK's post()")
+
+        monkeypatch.setattr(client._sdk, "post", refuse)
+        ask(client)
+        ask(_through("sdk", fake.base_url, api_key_env="FAKE_MODEL_KEY"))
+        direct, sdk = fake.chat_requests()
+    assert direct.body == sdk.body
+    assert direct.headers["authorization"] == sdk.headers["authorization"] == "Bearer sk-direct"
+    for name in ("user-agent", "content-type", "accept", "x-stainless-package-version"):
+        assert direct.headers[name] == sdk.headers[name], name

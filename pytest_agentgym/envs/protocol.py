@@ -38,11 +38,12 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any, Literal
+from urllib.parse import urlencode
 
 import httpx
 
 from pytest_agentgym.envs.watch import in_flight
-from pytest_agentgym.transport import KeepAliveTransport
+from pytest_agentgym.transport import KeepAliveTransport, RawAnswer, Route, encode_json
 
 Dialect = Literal["id", "env_idx"]
 _DIALECTS = ("id", "env_idx")
@@ -180,10 +181,12 @@ class EnvClient:
         self.last_create: Any = None
         self._key = "id" if dialect == "id" else "env_idx"
         # One long-lived client over the lean keep-alive transport (pytest_agentgym.transport):
-        # its cost per request does not grow with the number of episodes in flight.
-        self._http = httpx.AsyncClient(
-            base_url=self.base_url, timeout=self.timeout, transport=transport or KeepAliveTransport(),
-        )
+        # its cost per request does not grow with the number of episodes in flight. Plain
+        # http:// servers are reached through its direct route (no httpx Request/Response
+        # per call); https:// and an injected transport (unit tests) go through httpx.
+        lean = KeepAliveTransport() if transport is None else None
+        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=self.timeout, transport=transport or lean)
+        self._route = Route(lean, self.base_url) if lean is not None and Route.usable(self.base_url) else None
 
     @property
     def id_key(self) -> str:
@@ -301,9 +304,12 @@ class EnvClient:
         json: Any,
         params: dict[str, Any] | None,
         ctx: dict[str, Any],
-    ) -> httpx.Response:
+    ) -> httpx.Response | RawAnswer:
         try:
-            return await self._http.request(method, endpoint, json=json, params=params)
+            if self._route is None:
+                return await self._http.request(method, endpoint, json=json, params=params)
+            target = f"{endpoint}?{urlencode(params)}" if params else endpoint
+            return await self._route.request(method, target, None if json is None else encode_json(json), self.timeout)
         except httpx.TimeoutException as exc:
             phase = "connecting" if isinstance(exc, httpx.ConnectTimeout) else "waiting"
             raise EnvTimeout(

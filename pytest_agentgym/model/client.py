@@ -41,6 +41,7 @@ from urllib.parse import parse_qsl
 
 import httpx
 
+from pytest_agentgym.transport import RawAnswer, Route, encode_json
 from pytest_agentgym.model.errors import (  # re-exported: the client's errors
     ContextLengthExceeded,
     EndpointBadResponse,
@@ -261,18 +262,24 @@ class EndpointClient:
         self.turn_budget = float(turn_budget) if turn_budget is not None else None
         self.retry = retry or RetryPolicy()
         self._rng = random.Random()
+        lean = None
         if http_client is None:  # one long-lived client over the lean keep-alive transport
             from pytest_agentgym.transport import KeepAliveTransport
 
-            http_client = httpx.AsyncClient(transport=KeepAliveTransport(), timeout=self.request_timeout)
+            lean = KeepAliveTransport()
+            http_client = httpx.AsyncClient(transport=lean, timeout=self.request_timeout)
         base, _, query = self.base_url.partition("?")  # the SDK would append paths after a query
+        api_key = read_api_key(api_key_env)
         self._sdk = AsyncOpenAI(
             base_url=base, default_query=dict(parse_qsl(query, keep_blank_values=True)) or None,
-            api_key=read_api_key(api_key_env),
+            api_key=api_key,
             max_retries=0,
             timeout=self.request_timeout,
             http_client=http_client,
         )
+        #: The direct route for chat calls to a plain http:// endpoint (see _post); None
+        #: sends them through the SDK (https://, a query in the URL, an injected client).
+        self._route = _direct_route(lean, self.base_url, self._sdk, api_key)
 
     def __repr__(self) -> str:  # no key in here, ever
         return f"EndpointClient(base_url={self.base_url!r}, model={self.model!r})"
@@ -325,9 +332,8 @@ class EndpointClient:
             call_timeout = min(self.request_timeout, remaining)
             state.count += 1
             try:
-                response = await self._sdk.post(CHAT_PATH, cast_to=httpx.Response, body=body,
-                                                 options={"timeout": call_timeout})
-            except openai.APITimeoutError:
+                response = await self._post(body, call_timeout)
+            except (openai.APITimeoutError, httpx.TimeoutException):
                 limit = ("the per-turn budget" if call_timeout < self.request_timeout
                          else "the request timeout")
                 raise EndpointTimeout(
@@ -335,10 +341,10 @@ class EndpointClient:
                     f"the model may be overloaded or generating very long replies: raise "
                     f"model.request_timeout or lower sampling.max_tokens",
                     url=self.base_url, model=self.model, record=state.record()) from None
-            except openai.APIConnectionError as exc:
+            except (openai.APIConnectionError, httpx.TransportError) as exc:
                 reason = f"connection error: {_cause_name(exc)}"
                 wait = None
-            except openai.APIStatusError as exc:
+            except (openai.APIStatusError, _StatusAnswer) as exc:
                 status = exc.status_code
                 if status == 429:
                     retry_after = _retry_after_seconds(exc.response.headers)
@@ -375,6 +381,20 @@ class EndpointClient:
             state.reasons.append(reason)
             await asyncio.sleep(wait)
 
+    async def _post(self, body: dict[str, Any], timeout: float) -> httpx.Response | RawAnswer:
+        """One chat completions request. Through the direct route when there is one:
+        the SDK's ``post()`` rebuilds URL, headers and options for every call, which
+        cost more CPU than the exchange itself; the route sends the same headers (its
+        own, read from the SDK once) with a body encoded here. A non-2xx answer is
+        raised as :class:`_StatusAnswer`, read as the SDK's ``APIStatusError`` is."""
+        if self._route is None:
+            return await self._sdk.post(CHAT_PATH, cast_to=httpx.Response, body=body,
+                                        options={"timeout": timeout})
+        answer = await self._route.request("POST", CHAT_PATH, encode_json(body), timeout)
+        if not 200 <= answer.status_code < 300:
+            raise _StatusAnswer(answer)
+        return answer
+
     def _rejected(self, exc: Any, state: _Attempts) -> RequestRejected:
         """The error for a refused request: :class:`ContextLengthExceeded` when the
         server says the prompt is too long, else :class:`RequestRejected`."""
@@ -389,7 +409,7 @@ class EndpointClient:
             status_code=status, server_message=text,
             url=self.base_url, model=self.model, record=state.record())
 
-    def _reply(self, response: httpx.Response, state: _Attempts) -> ModelReply:
+    def _reply(self, response: httpx.Response | RawAnswer, state: _Attempts) -> ModelReply:
         """Read a 2xx answer as a chat completion, or raise :class:`EndpointBadResponse`."""
 
         def bad(problem: str) -> EndpointBadResponse:
@@ -430,7 +450,37 @@ class EndpointClient:
 # --------------------------------------------------------------------------- helpers
 
 
+class _StatusAnswer(Exception):
+    """A non-2xx answer on the direct route, with what the error handling reads of the
+    SDK's ``APIStatusError``: ``status_code``, ``response`` (headers, text) and ``body``
+    (the JSON answer with ``{"error": ...}`` unwrapped, as the SDK does; else the text)."""
+
+    def __init__(self, response: RawAnswer) -> None:
+        self.response = response
+        self.status_code = response.status_code
+        text = response.text.strip()
+        try:
+            body: Any = json.loads(text)
+        except ValueError:
+            body = text
+        self.body = body.get("error", body) if isinstance(body, dict) else body
+        super().__init__(f"Error code: {self.status_code}")
+
+
+def _direct_route(lean: Any, base_url: str, sdk: Any, api_key: str) -> "Route | None":
+    """A :class:`~pytest_agentgym.transport.Route` to ``base_url`` sending the SDK's own
+    headers and the key, or None where the SDK must send (see ``EndpointClient._post``)."""
+    if lean is None or not Route.usable(base_url):
+        return None
+    headers = {k: v for k, v in sdk.default_headers.items() if isinstance(v, str)}
+    headers["Authorization"] = f"Bearer {api_key}"
+    return Route(lean, base_url, headers)
+
+
 def _cause_name(exc: BaseException) -> str:
+    """The transport's exception name: the SDK wraps it, the direct route raises it as it is."""
+    if isinstance(exc, httpx.TransportError):
+        return type(exc).__name__
     cause = exc.__cause__ or exc.__context__
     return type(cause).__name__ if cause is not None else type(exc).__name__
 
