@@ -3,9 +3,13 @@ AgentGym's task mapping, the original's answers and its refusals."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from alfworld_support import SHIPPED, needs_engine, shipped_rule, start_server, task_sentence, walkthrough
@@ -141,3 +145,40 @@ def test_alfworld_data_points_the_server_at_other_data_by_the_same_rule_for_all_
                                           f"{tmp_path / 'data'}"), message
     finally:
         server.stop()
+
+
+def fast_downward_copies(pid: int) -> int:
+    """How many private copies of fast-downward's library the process has mapped."""
+    return len({m.path for m in psutil.Process(pid).memory_maps(grouped=False) if "libdownward" in m.path})
+
+
+def test_engines_are_reused_and_at_most_max_games_stay_open(tmp_path):
+    server = start_server(tmp_path, env={"AGENTGYM_ALFWORLD_MAX_GAMES": "2"})
+    try:
+        with httpx.Client(base_url=server.url, timeout=60) as client:
+            for game in SHIPPED:  # eight won games, one after the other: one engine serves them all
+                env_id, _ = new_game(client, game)
+                for action in walkthrough(game):
+                    last = post(client, "/step", {"id": env_id, "action": action})
+                assert last["reward"] == 1.0 and last["done"] is True
+            assert fast_downward_copies(server.pid) == 1
+            first, second, third = (new_game(client, 2423)[0] for _ in range(3))  # unfinished
+            assert fast_downward_copies(server.pid) == 2
+            assert post(client, "/step", {"id": first, "action": "look"}) == {
+                "error": f"environment {first}'s game was closed: more than 2 games were open at once "
+                         "(AGENTGYM_ALFWORLD_MAX_GAMES); POST /reset to start it again"}
+            for env_id in (second, third):
+                assert "error" not in post(client, "/step", {"id": env_id, "action": "go to bed 1"})
+            again = post(client, "/reset", {"id": first, "game": 2423, "world_type": "Text"})
+            assert again["id"] == first and "error" not in again
+            assert fast_downward_copies(server.pid) == 2
+    finally:
+        server.stop()
+
+
+def test_a_bad_max_games_stops_the_server_saying_why():
+    done = subprocess.run([sys.executable, "-m", "pytest_agentgym", "serve", "alfworld", "--port", "9"],
+                          env={**os.environ, "AGENTGYM_ALFWORLD_MAX_GAMES": "none"},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "AGENTGYM_ALFWORLD_MAX_GAMES='none': expected a whole number of games, 1 or more" in done.stderr

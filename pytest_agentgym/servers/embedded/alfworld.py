@@ -35,16 +35,27 @@ file is not in the data (the original passes on the ``No such file`` error)
 name the file and how to point the server at the data; a step before any
 reset says so (the original answers the bare id).
 
-Differences that a client cannot see: a reset closes the env it replaces (the
-original keeps it), and the env is built directly, not registered in
-TextWorld's gym registry on every reset. All engine work is done under one
-lock, one request at a time, as the original's ``async`` handlers do, but in
-FastAPI's thread pool, so ``GET /`` answers while a reset runs.
+Engines are reused, which the original does not do. TextWorld loads a private
+copy of fast-downward's 33 MB library for every engine it builds and never
+unloads it (unloading it crashes the process at exit), and the original builds
+one per reset: each reset holds another 33 MB of deleted file in the temporary
+directory and about 1.5 MiB of memory until the server exits. Here a game that
+ends (``done``: the env refuses steps until its next reset) or is replaced by a
+reset gives its engine back for the next reset, and at most
+``AGENTGYM_ALFWORLD_MAX_GAMES`` (default 32) unfinished games stay open: past
+that, the least recently used one is closed, and a step on it says so and asks
+for a reset. A client that keeps fewer unfinished envs than that sees no
+difference. The env is built directly, not registered in TextWorld's gym
+registry on every reset. All engine work is done under one lock, one request
+at a time, as the original's ``async`` handlers do, but in FastAPI's thread
+pool, so ``GET /`` answers while a reset runs.
 """
 
 from __future__ import annotations
 
+import os
 import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +73,8 @@ from pytest_agentgym.servers.embedded.alfworld_tasks import (
 )
 
 GREETING = "This is environment AlfWorld."
+MAX_GAMES_ENV = "AGENTGYM_ALFWORLD_MAX_GAMES"
+DEFAULT_MAX_GAMES = 32
 #: base_config.yaml's max_nb_steps_per_episode (dagger training, the env's step limit)
 MAX_STEPS = 50
 WORLD_TYPES = ("Text", "Embody", "Hybrid")
@@ -102,16 +115,47 @@ def open_game(path: Path) -> Any:
                                 wrappers=[AlfredDemangler(shuffle=False), AlfredInfos])
 
 
-class ALFWorldEnvironments:
-    """The envs of one server: id -> the env and the info dict ``/detail`` shows."""
+def load_game(engine: Any, path: Path) -> Any:
+    """Point an engine from :func:`open_game` at another game; ``engine.reset()`` starts it.
+    TextWorld keeps the PDDL backend (and its copy of fast-downward) across loads."""
+    engine.gamefiles = [str(path)]
+    engine.seed(1234)  # TextworldBatchGymEnv's own seed: rebuilds its cycle over the game list
+    return engine
 
-    def __init__(self, root: Path | None = None, *, shipped: bool | None = None) -> None:
+
+def max_engines() -> int:
+    """How many games may be open at once (``AGENTGYM_ALFWORLD_MAX_GAMES``, default 32)."""
+    raw = os.environ.get(MAX_GAMES_ENV, str(DEFAULT_MAX_GAMES))
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise SystemExit(f"{MAX_GAMES_ENV}={raw!r}: expected a whole number of games, 1 or more "
+                         f"(default {DEFAULT_MAX_GAMES})")
+    return value
+
+
+class ALFWorldEnvironments:
+    """The envs of one server: id -> the open game (an engine) and the info dict
+    ``/detail`` shows. Engines are reused: a game that ends (or is replaced by a
+    reset) gives its engine back, and the least recently used open game is closed
+    when more than ``max_games`` are open (see the module docstring)."""
+
+    def __init__(self, root: Path | None = None, *, shipped: bool | None = None,
+                 max_games: int | None = None) -> None:
         if root is None:
             root, shipped = data_dir()
         self.root = Path(root)
         self.shipped = bool(shipped)
+        self.max_games = max_games or max_engines()
         self._lock = threading.Lock()
-        self._envs: dict[int, Any] = {}
+        #: env id -> engine of its open game; least recently used first
+        self._open: OrderedDict[int, Any] = OrderedDict()
+        #: engines of ended games, ready for the next reset
+        self._idle: list[Any] = []
+        #: envs whose unfinished game was closed to stay within max_games
+        self._evicted: set[int] = set()
         self._info: dict[int, dict[str, Any]] = {}
         self._next_id = 0
 
@@ -144,19 +188,30 @@ class ALFWorldEnvironments:
                           f"them in ~/.cache/alfworld) and restart the server")
         return path
 
+    def _release(self, env_id: int) -> None:
+        engine = self._open.pop(env_id, None)
+        if engine is not None:
+            self._idle.append(engine)
+
+    def _engine_for(self, env_id: int, path: Path) -> Any:
+        self._release(env_id)
+        self._evicted.discard(env_id)
+        while len(self._open) >= self.max_games:
+            oldest, engine = self._open.popitem(last=False)
+            self._idle.append(engine)
+            self._evicted.add(oldest)
+        engine = load_game(self._idle.pop(), path) if self._idle else open_game(path)
+        self._open[env_id] = engine
+        return engine
+
     def reset(self, env_id: int, game: int, world_type: str) -> dict[str, Any]:
         if world_type not in WORLD_TYPES:
             return {"error": 'world_type must be one of "Text", "Embody" and "Hybrid"'}
         try:
             with self._lock:
                 self._check(env_id, resetting=True)
-                path = self.game_path(game)
-                old = self._envs.pop(env_id, None)
-                if old is not None:
-                    old.close()
-                env = open_game(path)
-                observations, infos = env.reset()
-                self._envs[env_id] = env
+                engine = self._engine_for(env_id, self.game_path(game))
+                observations, infos = engine.reset()
                 observation = "\n".join(observations[0].split("\n\n")[1:])
                 actions = infos.get("admissible_commands", [[]])[0]
                 self._info[env_id] = {"world_type": world_type, "game": game,
@@ -171,15 +226,22 @@ class ALFWorldEnvironments:
         try:
             with self._lock:
                 self._check(env_id)
-                env = self._envs.get(env_id)
-                if env is None:
+                engine = self._open.get(env_id)
+                if engine is None:
+                    if env_id in self._evicted:
+                        raise Refused(f"environment {env_id}'s game was closed: more than "
+                                      f"{self.max_games} games were open at once ({MAX_GAMES_ENV}); "
+                                      f"POST /reset to start it again")
                     raise Refused(f"environment {env_id} has no game yet: POST /reset first")
-                observations, _, dones, infos = env.step([action])
+                self._open.move_to_end(env_id)
+                observations, _, dones, infos = engine.step([action])
                 payload = {"observation": strip_arrival(observations[0]),
                            "reward": float(infos["won"][0]),
                            "available_actions": infos.get("admissible_commands", [[]])[0],
                            "done": bool(dones[0])}
                 self._info[env_id].update(payload)
+                if payload["done"]:  # refused from now on until a reset: the engine can serve others
+                    self._release(env_id)
                 return payload
         except Exception as exc:
             return {"error": str(exc)}
@@ -196,11 +258,10 @@ class ALFWorldEnvironments:
         except KeyError as exc:  # before the first reset the original's info has no such key
             return {"error": str(exc)}
 
-    def close_all(self) -> None:
+    def engines(self) -> tuple[int, int]:
+        """(open games, idle engines): every engine holds its own copy of fast-downward."""
         with self._lock:
-            for env in self._envs.values():
-                env.close()
-            self._envs.clear()
+            return len(self._open), len(self._idle)
 
 
 def create_app(environments: ALFWorldEnvironments | None = None) -> FastAPI:
