@@ -57,3 +57,4 @@ def test_a_wrong_action_is_answered_nothing_happens_in_the_trajectory(pytester, 
     assert record["turns"][0]["action"] == "open the pod bay doors"
     assert record["turns"][1]["observation"] == "Nothing happens."
     assert record["reward"] == 1.0 and record["rounds"] == len(wrong)
+
