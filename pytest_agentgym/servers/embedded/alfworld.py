@@ -12,7 +12,7 @@ fast-downward); without them it exits at once saying what to install.
                                                           "available_actions", "task_type"}``
 ``POST /step``        ``{"id", "action"}``                ``{"observation", "reward": float(won),
                                                           "available_actions", "done"}``
-``GET /observation``  ``?id=``                            the last reset's observation (bare string)
+``GET /observation``  ``?id=``                            the last observation (bare string)
 ``GET /available_actions`` ``?id=``                       the last available actions (bare list)
 ``GET /detail``       ``?id=``                            the env's info dict
 ====================  ==================================  ==========================================
@@ -28,12 +28,13 @@ commands is answered "Nothing happens.".
 
 Failures are HTTP 200 ``{"error": "<message>"}``: ``The id N is not valid.``,
 ``The task with environment N has finished.`` (after ``done``, until the next
-reset), ``world_type must be one of "Text", "Embody" and "Hybrid"``. Two are
+reset), ``world_type must be one of "Text", "Embody" and "Hybrid"``. Three are
 clearer than the original's: a game outside 0-2619 (the original says ``list
 index out of range``, and takes negative indices from the end) and a game whose
-file is not in the data (the original passes on the ``No such file`` error)
-name the file and how to point the server at the data; a step before any
-reset says so (the original answers the bare id).
+file is not in the data (the original says ``Unable to find game '<path>'.``)
+name the game, the file and how to point the server at the data; a step before
+any reset says so (the original answers the bare env id). Every other answer
+was compared with the original's, byte for byte (docs/envs/alfworld.md).
 
 Engines are reused, which the original does not do. TextWorld loads a private
 copy of fast-downward's 33 MB library for every engine it builds and never
