@@ -21,14 +21,21 @@ GOLD_ENV = "AGENTGYM_TEST_SCIWORLD_GOLD"
 
 
 class GoldReplay:
-    name = "SciWorld (gold replay, tests only)"
+    """Replays ``{"<text that starts an episode>": [actions]}`` from the JSON file named
+    by the variable ``gold_env``; ``idle`` past the end (ALFWorld's gold replay reuses it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "SciWorld (gold replay, tests only)", gold_env: str = GOLD_ENV,
+                 idle: str = "look around",
+                 random_actions: tuple[str, ...] = ("look around", "inventory", "wait1")) -> None:
+        self.name = name
+        self.gold_env = gold_env
+        self.idle = idle
+        self.random_actions = random_actions
         self._gold: dict[str, list[str]] | None = None
 
     def gold(self) -> dict[str, list[str]]:
         if self._gold is None:
-            self._gold = json.loads(open(os.environ[GOLD_ENV]).read())
+            self._gold = json.loads(open(os.environ[self.gold_env]).read())
         return self._gold
 
     def _episode(self, messages):
@@ -41,16 +48,16 @@ class GoldReplay:
         return None
 
     def recognizes(self, messages) -> bool:
-        return GOLD_ENV in os.environ and self._episode(messages) is not None
+        return self.gold_env in os.environ and self._episode(messages) is not None
 
     def reply(self, messages, rng) -> str:
         actions, after = self._episode(messages)
         done = sum(1 for message in after if message.get("role") == "assistant")
-        action = actions[done] if done < len(actions) else "look around"
+        action = actions[done] if done < len(actions) else self.idle
         return react(f"Gold step {done + 1} of {len(actions)}.", action)
 
     def random_reply(self, messages, rng) -> str:
-        return react("Any action.", rng.choice(["look around", "inventory", "wait1"]))
+        return react("Any action.", rng.choice(self.random_actions))
 
 
 POLICY = GoldReplay()

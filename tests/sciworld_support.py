@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from embedded_servers import start_embedded
 from pytest_agentgym.servers.embedded.sciworld_tasks import missing_requirements, start_simulator
-from pytest_agentgym.servers.pool import embedded_command
-from pytest_agentgym.servers.process import ManagedServer, free_port
+from pytest_agentgym.servers.process import ManagedServer
 
 DATA = Path(__file__).parent / "data"
 
@@ -27,12 +27,7 @@ needs_simulator = pytest.mark.skipif(
 
 def start_server(log_dir: Path, env: dict[str, str] | None = None) -> ManagedServer:
     """``pytest-agentgym serve sciworld`` as a real process on a free port."""
-    port = free_port()
-    return ManagedServer(
-        "SciWorld", command=embedded_command("sciworld"), port=port, env=env,
-        log_path=log_dir / f"sciworld-{port}.log", startup_timeout=120,
-        label="embedded server sciworld",
-    ).start()
+    return start_embedded("sciworld", "SciWorld", log_dir, env)
 
 
 def gold_paths(indices: list[int]) -> dict[int, list[str]]:

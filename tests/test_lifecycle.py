@@ -347,12 +347,12 @@ def test_server_is_stopped_when_the_harness_gets_ctrl_c(tmp_path):
 
 
 def test_plan_for_an_uninstalled_real_server_says_what_to_do():
-    spec = load_default_specs()["ALFWorld"]
+    spec = load_default_specs()["WebShop"]  # no embedded server
     plan = plan_server(spec, which=lambda name: None)
     assert plan.how == "unavailable"
     assert plan.detail == (
-        "environment server ALFWorld is not running at http://127.0.0.1:36005 and cannot be "
-        "started here: install agentenv-alfworld (its `alfworld` command) or set envs.ALFWorld.url"
+        "environment server WebShop is not running at http://127.0.0.1:36007 and cannot be "
+        "started here: install agentenv-webshop (its `webshop` command) or set envs.WebShop.url"
     )
 
 
@@ -419,7 +419,10 @@ def test_pool_ensure_restarts_a_dead_server_and_a_new_episode_works(tmp_path):
 def embedded_names() -> list[str]:
     from importlib.util import find_spec
 
-    return [name for name, module in sorted(EMBEDDED_SERVERS.items()) if find_spec(module)]
+    from pytest_agentgym.servers.embedded import missing_requirements
+
+    return [name for name, module in sorted(EMBEDDED_SERVERS.items())
+            if find_spec(module) and missing_requirements(name) is None]
 
 
 def test_embedded_server_killed_mid_episode_is_restarted(tmp_path):

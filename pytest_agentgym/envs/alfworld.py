@@ -8,8 +8,10 @@
 * Step answer: ``{"observation", "reward": float(won), "available_actions", "done"}``.
 * Actions are read with family (a), the base class default
   (:func:`~pytest_agentgym.envs.base.extract_react`).
-* Test items are games 2420-2619 (``mappings_test.json``); the server needs
-  the alfworld data in ``~/.cache/alfworld`` and has no ``/close``.
+* Test items are games 2420-2619 (``mappings_test.json``); the original server
+  needs the alfworld data in ``~/.cache/alfworld``, the embedded one
+  (``servers/embedded/alfworld.py``) ships games 2420-2427 and reads
+  ``ALFWORLD_DATA``; neither has ``/close``.
 """
 
 from __future__ import annotations

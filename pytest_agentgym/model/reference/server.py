@@ -60,6 +60,7 @@ POLICY_MODULES = (
     "pytest_agentgym.model.reference.maze",
     "pytest_agentgym.model.reference.wordle",
     "pytest_agentgym.model.reference.sqlgym",
+    "pytest_agentgym.model.reference.alfworld",
 )
 
 #: extra policies to load: "module[:ATTR],module[:ATTR]"

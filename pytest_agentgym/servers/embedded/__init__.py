@@ -19,12 +19,15 @@ EMBEDDED_SERVERS = {
     "sqlgym": "pytest_agentgym.servers.embedded.sqlgym_server",
     # the real ScienceWorld simulator: needs the sciworld extra and Java
     "sciworld": "pytest_agentgym.servers.embedded.sciworld",
+    # the real ALFWorld TextWorld engine: the optional extra 'alfworld'
+    "alfworld": "pytest_agentgym.servers.embedded.alfworld",
 }
 
 #: server name -> "module:function" answering what this machine lacks to run it (None: nothing)
 REQUIREMENTS = {
     "sciworld": "pytest_agentgym.servers.embedded.sciworld_tasks:missing_requirements",
     "sqlgym": "pytest_agentgym.servers.embedded.sqlgym_bird:missing_requirements",
+    "alfworld": "pytest_agentgym.servers.embedded.alfworld_tasks:missing_requirements",
 }
 
 

@@ -1,0 +1,92 @@
+"""ALFWorld's task mapping and data directory, shared by the embedded server and
+the game generator.
+
+AgentGym's ``agentenv-alfworld`` maps a ``game`` index to a file: games 0-2419
+to ``<data>/json_2.1.1/train/<task_type>/<task_id>/game.tw-pddl`` (its
+``mappings_train.json``), games 2420-2619 to ``<data>/json_2.1.1/valid_train/...``
+(``mappings_test.json``). ``alfworld_mappings.json`` holds those two lists in
+index order; the same rule is applied to the shipped games and to the real
+ALFWorld data, so an index means the same game in both.
+
+The data directory is ``ALFWORLD_DATA`` when it is set (alfworld's own variable;
+``alfworld-download`` fills ``~/.cache/alfworld``), else the games shipped with
+this package (:data:`SHIPPED_DATA`: test games 2420-2427).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+
+DATA_ENV = "ALFWORLD_DATA"
+SHIPPED_DATA = Path(__file__).parent / "alfworld_data"
+MAPPINGS = Path(__file__).parent / "alfworld_mappings.json"
+#: the mapping's two parts, in index order: (directory under json_2.1.1, key in MAPPINGS)
+SPLITS = ("train", "valid_train")
+INSTALL_HINT = "pip install 'pytest-agentgym[alfworld]'"
+#: what the server needs: TextWorld's PDDL games run on fast-downward (textworld's 'pddl' extra)
+REQUIRED_MODULES = ("alfworld", "textworld", "fast_downward")
+
+
+def missing_requirements() -> str | None:
+    """What to install for the embedded ALFWorld server, or None when it can run here."""
+    missing = [name for name in REQUIRED_MODULES if importlib.util.find_spec(name) is None]
+    if not missing:
+        return None
+    return f"the ALFWorld server needs the Python packages {', '.join(missing)}: {INSTALL_HINT}"
+
+
+def import_alfworld() -> None:
+    """Import alfworld without its side effect on ``ALFWORLD_DATA``: ``alfworld.info``
+    sets the variable to ``~/.cache/alfworld`` when it is unset, and every process
+    started afterwards (a server, a test's subprocess) would take it for the user's
+    choice. Call it before any other alfworld import."""
+    before = os.environ.get(DATA_ENV)
+    import alfworld.info  # noqa: F401
+
+    if before is None:
+        os.environ.pop(DATA_ENV, None)
+    else:
+        os.environ[DATA_ENV] = before
+
+
+@lru_cache(maxsize=1)
+def game_dirs() -> tuple[str, ...]:
+    """``<split>/<task_type>/<task_id>`` of every game index, 0-2619."""
+    data = json.loads(MAPPINGS.read_text())
+    return tuple(f"{split}/{entry}" for split in SPLITS for entry in data[split])
+
+
+def data_dir() -> tuple[Path, bool]:
+    """(the data directory, whether it is the shipped one)."""
+    configured = os.environ.get(DATA_ENV)
+    if configured:
+        return Path(configured).expanduser(), False
+    return SHIPPED_DATA, True
+
+
+class UnknownGame(LookupError):
+    """A game index the mapping does not have, or whose file is not in the data."""
+
+
+def game_file(root: Path, index: int) -> Path:
+    """The ``game.tw-pddl`` of game ``index`` under the data directory ``root``."""
+    dirs = game_dirs()
+    if not 0 <= index < len(dirs):
+        raise UnknownGame(f"game {index} is not in AgentGym's ALFWorld mapping: games are 0-2419 "
+                          f"(train) and 2420-2619 (test)")
+    return root / "json_2.1.1" / dirs[index] / "game.tw-pddl"
+
+
+def task_type(path: Path | str) -> str:
+    """The reset answer's ``task_type``: the game file's two parent directories, as the original
+    cuts them from the path (``<task_type>/<task_id>``)."""
+    return "/".join(str(path).split("/")[-3:-1])
+
+
+def shipped_indices() -> list[int]:
+    """The game indices whose files ship with this package."""
+    return [index for index in range(len(game_dirs())) if game_file(SHIPPED_DATA, index).is_file()]
