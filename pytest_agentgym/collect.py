@@ -256,8 +256,10 @@ def out_of_range(items: list[Any], settings: Any) -> list[str]:
     for (path, env), tasks in bad.items():
         spec = settings.spec(env)
         shown = ", ".join(str(t) for t in sorted(set(tasks))[:10]) + (" ..." if len(set(tasks)) > 10 else "")
+        source = ("its taskset's examples, as load_environment built them" if spec.in_process
+                  else f"configs/envs.yaml environments.{env}.tasks")
         errors.append(f"{path}: {env} has no task(s) {shown}: its task indices are {spec.tasks} "
-                      f"(configs/envs.yaml environments.{env}.tasks); fix 'tasks' or --agentgym-tasks")
+                      f"({source}); fix 'tasks' or --agentgym-tasks")
     return errors
 
 

@@ -81,8 +81,9 @@ class LoadedEnvironment:
                        options={"in_process": True, "module": self.module, "args": dict(self.args)})
 
 
-#: name -> the environment loaded for it (a process loads each module once)
-_LOADED: dict[str, LoadedEnvironment] = {}
+#: (name, args as JSON) -> the environment loaded for them: a process (collection, the
+#: warm-up, an xdist controller) loads each once
+_LOADED: dict[tuple[str, str], LoadedEnvironment] = {}
 
 
 def load_for_suite(data: dict[str, Any], specs: dict[str, EnvSpec] | None) -> dict[str, Any]:
@@ -95,22 +96,26 @@ def load_for_suite(data: dict[str, Any], specs: dict[str, EnvSpec] | None) -> di
     if data.get("max_rounds") is not None:
         raise VerifiersSuiteError("a verifiers environment sets its own turn limits (its agents' max_turns): "
                                   "remove max_rounds, or pass load_environment an argument for it in 'args'")
-    loaded = load(data["environment"], args)
+    name = data["environment"]
+    earlier = specs.get(name) if specs is not None else None
+    if earlier is not None and earlier.options.get("args") != args:
+        raise VerifiersSuiteError(
+            f"environment {name} is loaded with args {earlier.options.get('args')!r} by another suite and "
+            f"{args!r} here; a run holds one environment per module: give both suites the same args")
+    loaded = load(name, args)
     if specs is not None:
-        specs.setdefault(loaded.name, loaded.spec())
+        specs[name] = loaded.spec()
+        # the adapter that plays this run's examples (the registry is looked up by name)
+        register(type(f"VerifiersAdapter[{loaded.module}]", (VerifiersAdapter,), {"name": name, "loaded": loaded}))
     return {"tasks": f"0-{len(loaded.tasks) - 1}", **data}
 
 
 def load(name: str, args: dict[str, Any]) -> LoadedEnvironment:
     """The environment ``verifiers:<module>`` built by ``<module>.load_environment(**args)``;
     its spec joins the run's environments and its adapter the registry."""
-    known = _LOADED.get(name)
-    if known is not None:
-        if known.args != args:
-            raise VerifiersSuiteError(
-                f"environment {name} is loaded with args {known.args!r} by another suite and {args!r} here; "
-                f"a run holds one environment per module: give both suites the same args")
-        return known
+    key = (name, json.dumps(args, sort_keys=True, default=repr))
+    if key in _LOADED:
+        return _LOADED[key]
     module_name = name[len(VERIFIERS_PREFIX):].strip()
     if not module_name:
         raise VerifiersSuiteError(f"environment {name!r} names no module; write verifiers:<module>, "
@@ -143,8 +148,7 @@ def load(name: str, args: dict[str, Any]) -> LoadedEnvironment:
     if not tasks:
         raise VerifiersSuiteError(f"environment {name}: its taskset has no examples with args {args!r}")
     loaded = LoadedEnvironment(name, module_name, args, env, tasks, getattr(verifiers, "__version__", "?"))
-    register(type(f"VerifiersAdapter[{module_name}]", (VerifiersAdapter,), {"name": name, "loaded": loaded}))
-    _LOADED[name] = loaded
+    _LOADED[key] = loaded
     return loaded
 
 
@@ -246,7 +250,7 @@ class VerifiersAdapter:
             prompt_tokens=sum(t.prompt_tokens or 0 for t in turns),
             completion_tokens=sum(t.completion_tokens or 0 for t in turns),
             min_reward=request.min_reward, outcome=outcome_of(error, reward, request.min_reward, success),
-            max_rounds=request.limits.max_rounds, sampling=dict(request.sampling), nodeid=request.nodeid,
+            max_rounds=None, sampling=dict(request.sampling), nodeid=request.nodeid,  # the env's own limits
             checkpoint=request.checkpoint, node=request.node)
 
 
