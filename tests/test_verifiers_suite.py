@@ -10,7 +10,8 @@ the test of what a Python without verifiers says runs everywhere (in a Python
 that has it, an import stub stands in for its absence).
 
 Real parts: pytest runs as a process, the reference agent as a process on
-loopback, verifiers' own ``vf-eval`` as a process.
+loopback, verifiers' own ``vf-eval`` as a process; the run's NATS events are
+checked in its outbox (no server listens), against their schemas.
 """
 
 from __future__ import annotations
@@ -22,10 +23,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from projects import episodes, make_project, run, suite
 from pytest_agentgym.collect import SuiteError, load_suite
+from pytest_agentgym.publish import load_schema
+from pytest_agentgym.servers.health import HEALTH_ENDPOINT, Advice, free_port
 
 TESTS = Path(__file__).resolve().parent
 HAS_VERIFIERS = importlib.util.find_spec("verifiers") is not None
@@ -47,7 +51,6 @@ def arith_env(monkeypatch):
 def rewards_by_vf_eval(tmp_path: Path, count: int) -> dict[int, float]:
     """verifiers' own evaluation of the first ``count`` examples (``vf-eval`` on the
     taskset vf_arith) against a reference agent of its own: task index -> reward."""
-    from pytest_agentgym.servers.health import HEALTH_ENDPOINT, Advice, free_port
     from pytest_agentgym.servers.process import ManagedServer
 
     vf_eval = Path(sys.executable).parent / "vf-eval"
@@ -83,7 +86,9 @@ def test_a_suite_plays_each_example_and_scores_it_as_vf_eval_does(pytester, arit
     node = make_project(pytester)
     suite(pytester, "arith", "environment: verifiers:vf_arith\nargs: {count: 6}\n"
                              "gates: [mean_reward >= 0.4, success_rate >= 0.6]\n")
-    result = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-run-id=vf", "-rA")
+    # NATS: nothing listens on that port, so every event waits in the run's outbox, as published
+    result = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-run-id=vf", "-rA",
+                 f"--agentgym-nats=nats://127.0.0.1:{free_port()}")
     # the rewards are 1, 0, 1, 0, 1, 0: the mean (0.5) passes its gate, the success rate (50%) fails its
     result.stdout.fnmatch_lines(["agentgym: verifiers:vf_arith: max_rounds its own, sampling endpoint defaults",
                                  "PASSED suites/arith.yaml::verifiers:vf_arith::gate[[]mean_reward >= 0.4[]]",
@@ -104,16 +109,27 @@ def test_a_suite_plays_each_example_and_scores_it_as_vf_eval_does(pytester, arit
     assert "verifiers:vf_arith" in (pytester.path / "reports" / "vf" / "report.html").read_text()
     info = json.loads((pytester.path / "reports" / "vf" / "run.json").read_text())
     assert info["environments"] == ["verifiers:vf_arith"] and info["status"] == "finished"
+    events = [json.loads(line) for line in (pytester.path / "reports" / "vf" / "outbox.jsonl").read_text().splitlines()]
+    for event in events:
+        jsonschema.validate(event["payload"], load_schema(event["subject"]))
+    published = {e["payload"]["task_index"]: e["payload"]["reward"] for e in events
+                 if e["subject"] == "agentgym.episode.completed.v1" and e["payload"]["env"] == "verifiers:vf_arith"}
+    assert published == EXPECTED
+    (batch,) = [e["payload"] for e in events if e["subject"] == "agentgym.eval.batch.completed.v1"]
+    assert (batch["env"], batch["n_episodes"]) == ("verifiers:vf_arith", 6)
 
 
 @needs_verifiers
-def test_items_have_ids_that_k_and_repeats_select(pytester, arith_env):
+def test_items_have_ids_that_k_and_repeats_select_and_preflight_probes_no_server(pytester, arith_env):
     make_project(pytester)
     suite(pytester, "arith", "environment: verifiers:vf_arith\nargs: {count: 3}\nrepeat: 2\n")
     result = run(pytester, "suites", "--collect-only", "-q", "-k", "vf_arith and (1 or 2-r2)")
     result.stdout.fnmatch_lines(["suites/arith.yaml::verifiers:vf_arith[[]1[]]",
                                  "suites/arith.yaml::verifiers:vf_arith[[]1-r2[]]",
                                  "suites/arith.yaml::verifiers:vf_arith[[]2-r2[]]", "3/6 tests collected*"])
+    result = run(pytester, "suites", "--agentgym-preflight")  # no server to probe: it is in this process
+    result.stdout.fnmatch_lines(["  env verifiers:vf_arith: no server: verifiers environment vf_arith "
+                                 "(3 examples, verifiers 0.4*), played in-process", "preflight: ready"])
     result = run(pytester, "suites", "--collect-only", "-q", "--agentgym-tasks=2-4")  # there are 3 examples
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*arith.yaml: verifiers:vf_arith has no task(s) 3, 4: its task indices are 0-2 "
@@ -139,6 +155,18 @@ def test_an_exception_in_the_rubric_is_an_env_error_and_a_refusing_model_a_model
         error = record["error"]
         assert (error["where"], error["type"]) == ("model", "ProviderError") and "HTTP 404" in error["message"]
         assert record["retried"] == []  # a model's refusal (HTTP 4xx) would be refused again
+
+
+@needs_verifiers
+def test_the_episode_budget_bounds_a_rollout_whose_model_does_not_answer_in_time(pytester, arith_env):
+    node = make_project(pytester, latency_ms=3000)  # the agent answers after 3 s; the budget is 0.5 s
+    suite(pytester, "arith", "environment: verifiers:vf_arith\nargs: {count: 1}\nepisode_timeout: 0.5\n")
+    result = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-run-id=slow")
+    result.assert_outcomes(errors=2)  # the episode, and the error budget's gate
+    (record,) = episodes(pytester, "slow")
+    assert (record["error"]["where"], record["error"]["type"]) == ("model", "EndpointTimeout")
+    assert "no reply within the episode budget of 0.5 s" in record["error"]["message"]
+    assert len(record["retried"]) == 1 and record["duration_s"] < 3  # each attempt cut at 0.5 s
 
 
 def test_without_verifiers_a_suite_naming_one_says_how_to_install_it(pytester, monkeypatch):
