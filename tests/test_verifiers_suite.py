@@ -16,13 +16,21 @@ checked in its outbox (no server listens), against their schemas.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
+# Imported now, before any test takes pytester's sys.modules snapshot: a test with
+# pytester that first imports httpcore (httpx imports it on first use) has it dropped
+# at teardown, and httpx then no longer maps the next copy's errors (a probe of the
+# reference agent would raise httpcore.ConnectError). tests/test_faults_run.py meets the same.
+import httpcore  # noqa: F401
 import jsonschema
 import pytest
 
@@ -48,28 +56,35 @@ def arith_env(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])))
 
 
-def rewards_by_vf_eval(tmp_path: Path, count: int) -> dict[int, float]:
-    """verifiers' own evaluation of the first ``count`` examples (``vf-eval`` on the
-    taskset vf_arith) against a reference agent of its own: task index -> reward."""
+@contextlib.contextmanager
+def reference_agent(tmp_path: Path) -> Iterator[str]:
+    """A reference agent of the test's own (with the vf_arith policy); its URL."""
     from pytest_agentgym.servers.process import ManagedServer
 
-    vf_eval = Path(sys.executable).parent / "vf-eval"
-    if not vf_eval.exists():
-        pytest.skip(f"vf-eval is not installed next to {sys.executable}")
     agent = ManagedServer("reference agent", command=[sys.executable, "-m", "pytest_agentgym", "reference-agent",
                                                       "--port", "{port}"],
                           port=free_port(), health=HEALTH_ENDPOINT, startup_timeout=60, label="reference agent",
                           log_path=tmp_path / "agent.log", advice=Advice())
     agent.start()
     try:
+        yield agent.url
+    finally:
+        agent.stop()
+
+
+def rewards_by_vf_eval(tmp_path: Path, count: int) -> dict[int, float]:
+    """verifiers' own evaluation of the first ``count`` examples (``vf-eval`` on the
+    taskset vf_arith) against a reference agent of its own: task index -> reward."""
+    vf_eval = Path(sys.executable).parent / "vf-eval"
+    if not vf_eval.exists():
+        pytest.skip(f"vf-eval is not installed next to {sys.executable}")
+    with reference_agent(tmp_path) as url:
         out = tmp_path / "vf-out"
         result = subprocess.run(
             [str(vf_eval), "vf_arith", "--env.taskset.count", str(count), "--env.agent.runtime.type", "subprocess",
-             "--model", "reference", "--client.base-url", agent.url + "/v1",
+             "--model", "reference", "--client.base-url", url + "/v1",
              "--client.api-key-var", "AGENTGYM_TEST_NO_KEY", "--no-push", "--no-rich", "-o", str(out)],
             cwd=tmp_path, capture_output=True, text=True, timeout=400)
-    finally:
-        agent.stop()
     assert result.returncode == 0, result.stderr[-3000:]
     (traces,) = out.rglob("traces.jsonl")
     rewards = {}
@@ -117,6 +132,45 @@ def test_a_suite_plays_each_example_and_scores_it_as_vf_eval_does(pytester, arit
     assert published == EXPECTED
     (batch,) = [e["payload"] for e in events if e["subject"] == "agentgym.eval.batch.completed.v1"]
     assert (batch["env"], batch["n_episodes"]) == ("verifiers:vf_arith", 6)
+
+
+@needs_verifiers
+def test_a_multi_turn_example_is_recorded_turn_by_turn(pytester, arith_env, tmp_path):
+    node = make_project(pytester)
+    suite(pytester, "arith", "environment: verifiers:vf_arith\nargs: {count: 2, follow_up: true}\n")
+    result = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-run-id=two")
+    assert result.parseoutcomes() == {"passed": 1, "unsolved": 1}, result.stdout.str()[-2000:]
+    records = {r["task_index"]: r for r in episodes(pytester, "two")}
+    assert {i: r["reward"] for i, r in records.items()} == rewards_by_env_api(tmp_path, count=2, follow_up=True)
+    assert {i: r["reward"] for i, r in records.items()} == {0: 1.0, 1: 0.0}
+    first, second = records[0]["turns"]
+    assert first["observation"].startswith("Arithmetic quiz: what is 3 + 4?") and first["reply"].endswith("is 7")
+    assert first["feedback"] == second["observation"] == "Now double your answer."
+    assert (first["reward"], first["done"]) == (0.0, False)
+    assert (second["reply"], second["feedback"], second["reward"], second["done"]) == ("Twice 7 is 14", "", 1.0, True)
+    assert records[0]["rounds"] == 2 and records[0]["prompt_tokens"] == first["prompt_tokens"] + second["prompt_tokens"]
+
+
+def rewards_by_env_api(tmp_path: Path, **args) -> dict[int, float]:
+    """The rewards verifiers' own API gives (``load_environment``, ``Env.run_slot``),
+    against a reference agent of the test's own: task index -> reward."""
+    import verifiers.v1 as vf
+    from verifiers.v1.env import RunSlot
+
+    import vf_arith
+
+    env = vf_arith.load_environment(**args)
+
+    async def play(url: str) -> list:
+        ctx = vf.ModelContext(model="reference", sampling=vf.SamplingConfig(),
+                              client=vf.EvalClientConfig(base_url=url + "/v1", api_key_var="AGENTGYM_TEST_NO_KEY"))
+        async with env.serving():
+            return [await env.run_slot(RunSlot(task), ctx) for task in env.taskset]
+
+    with reference_agent(tmp_path) as url:
+        played = asyncio.run(play(url))
+    assert all(episode.ok for episode in played)
+    return {index: episode.traces[0].reward for index, episode in enumerate(played)}
 
 
 @needs_verifiers

@@ -9,9 +9,11 @@ completion, in-process), so no sandbox is needed. tests/vf_arith_policy.py is th
 reference agent's policy for it: right on additions and subtractions, one off on
 products, so a run has rewards of both kinds.
 
-``load_environment(count=N, broken_rubric=False)``: the first N questions (default
-all); ``broken_rubric`` makes the rubric raise on products (an error of the
-environment, not of the model).
+``load_environment(count=N, broken_rubric=False, follow_up=False)``: the first N
+questions (default all); ``broken_rubric`` makes the rubric raise on products (an
+error of the environment, not of the model); ``follow_up`` makes each example two
+turns: after the answer the environment says "Now double your answer.", and the
+reward is 1 when the last reply is twice the right answer.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pytest_agentgym.integrations.verifiers_turns import ChatTurnHarness
 #: (a, op, b): the questions, in example order
 QUESTIONS = ((3, "+", 4), (6, "*", 7), (12, "-", 5), (9, "*", 9), (20, "+", 22), (8, "*", 3))
 PROMPT = "Arithmetic quiz: what is {a} {op} {b}? End your reply with the number."
+FOLLOW_UP = "Now double your answer."
 _OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
 
 
@@ -36,6 +39,7 @@ class ArithData(vf.TaskData):
 
 class ArithTaskConfig(vf.TaskConfig):
     broken_rubric: bool = False
+    follow_up: bool = False
 
 
 class ArithTask(vf.Task[ArithData, vf.State, ArithTaskConfig]):
@@ -44,7 +48,8 @@ class ArithTask(vf.Task[ArithData, vf.State, ArithTaskConfig]):
         if self.config.broken_rubric and self.data.op == "*":
             raise ZeroDivisionError("the rubric of vf_arith is broken on products (broken_rubric=True)")
         numbers = re.findall(r"-?\d+", trace.last_reply)
-        return 1.0 if numbers and int(numbers[-1]) == self.data.answer else 0.0
+        wanted = self.data.answer * (2 if self.config.follow_up else 1)
+        return 1.0 if numbers and int(numbers[-1]) == wanted else 0.0
 
 
 class ArithConfig(vf.TasksetConfig):
@@ -60,11 +65,20 @@ class ArithTaskset(vf.Taskset[ArithTask, ArithConfig]):
                             self.config.task)
 
 
-def load_environment(count: int | None = None, broken_rubric: bool = False) -> vf.Env:
+class FollowUpEnv(vf.SingleAgentEnv):
+    """Two turns per example: the question (the task speaks first), then the follow-up."""
+
+    async def run(self, task: vf.Task, agents: vf.Agents) -> None:
+        async with agents.agent.interaction(task) as interaction:
+            await interaction.turn()
+            await interaction.turn(FOLLOW_UP)
+
+
+def load_environment(count: int | None = None, broken_rubric: bool = False, follow_up: bool = False) -> vf.Env:
     config = vf.SingleAgentEnvConfig(
-        taskset=ArithConfig(count=count, task=ArithTaskConfig(broken_rubric=broken_rubric)),
+        taskset=ArithConfig(count=count, task=ArithTaskConfig(broken_rubric=broken_rubric, follow_up=follow_up)),
         agent=vf.AgentConfig(runtime=SubprocessConfig()))
-    return vf.SingleAgentEnv(config)
+    return (FollowUpEnv if follow_up else vf.SingleAgentEnv)(config)
 
 
 __all__ = ["ArithTaskset", "ChatTurnHarness", "load_environment"]

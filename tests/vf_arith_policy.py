@@ -2,8 +2,9 @@
 ``AGENTGYM_REFERENCE_POLICIES=vf_arith_policy:ARITH`` (tests/ on PYTHONPATH).
 
 It answers additions and subtractions right and products one too high, so a run
-of vf_arith has rewards 1 and 0 in a known pattern (1, 0, 1, 0, 1, 0);
-``random_reply`` answers 0 to everything.
+of vf_arith has rewards 1 and 0 in a known pattern (1, 0, 1, 0, 1, 0); asked to
+double its answer, it doubles the number it gave. ``random_reply`` answers 0 to
+everything.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ class ArithPolicy:
         a, op, b = [match for match in asked if match][-1].groups()
         a, b = int(a), int(b)
         answer = a + b if op == "+" else a - b if op == "-" else a * b + 1
+        if messages[-1].get("content") == "Now double your answer.":
+            return f"Twice {answer} is {2 * answer}"
         return f"Let me work it out: {a} {op} {b} = {answer}. The answer is {answer}"
 
     def random_reply(self, messages, rng):
