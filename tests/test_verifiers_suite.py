@@ -177,7 +177,8 @@ def rewards_by_env_api(tmp_path: Path, **args) -> dict[int, float]:
 def test_items_have_ids_that_k_and_repeats_select_and_preflight_probes_no_server(pytester, arith_env):
     make_project(pytester)
     suite(pytester, "arith", "environment: verifiers:vf_arith\nargs: {count: 3}\nrepeat: 2\n")
-    result = run(pytester, "suites", "--collect-only", "-q", "-k", "vf_arith and (1 or 2-r2)")
+    result = run(pytester, "suites", "--collect-only", "-q", "-k", "vf_arith and (1 or 2-r2)",
+                 "--agentgym-envs=verifiers:vf_arith")
     result.stdout.fnmatch_lines(["suites/arith.yaml::verifiers:vf_arith[[]1[]]",
                                  "suites/arith.yaml::verifiers:vf_arith[[]1-r2[]]",
                                  "suites/arith.yaml::verifiers:vf_arith[[]2-r2[]]", "3/6 tests collected*"])
