@@ -15,6 +15,10 @@ A suite is a YAML file with an ``environment:`` key (see docs/suites.md)::
     nodes:                      # optional per-node overrides of the keys above
       local: {tasks: 0-19}
 
+A verifiers environment is ``environment: verifiers:<module>`` with ``args:`` for
+its ``load_environment`` (integrations/verifiers_suite.py); ``tasks`` are example
+indices, all of them when left out.
+
 Item ids are stable: ``suites/lightweight/babyai.yaml::BabyAI[17]``; repeats
 after the first are ``BabyAI[17-r2]``.
 """
@@ -32,12 +36,13 @@ import pytest
 import yaml
 
 from pytest_agentgym.gates import Gate, GateError
+from pytest_agentgym.envs.spec import is_verifiers
 from pytest_agentgym.options import parse_tasks
 
 _SUITE_MARK = re.compile(r"^environment\s*:", re.MULTILINE)
 SUITE_KEYS = {
     "environment", "tasks", "repeat", "max_rounds", "episode_timeout", "sampling",
-    "min_reward", "gates", "nodes", "description", "max_error_rate", "baseline_metric",
+    "min_reward", "gates", "nodes", "description", "max_error_rate", "baseline_metric", "args",
 }
 
 
@@ -93,7 +98,9 @@ def _read_task_file(path: Path, where: str) -> tuple[int, ...]:
         raise SuiteError(f"{where}: tasks.file {path}: {exc}; expected indices or ids like babyai_12") from None
 
 
-def load_suite(path: Path, node: str, known_envs: list[str]) -> Suite:
+def load_suite(path: Path, node: str, known_envs: list[str], specs: dict[str, Any] | None = None) -> Suite:
+    """The suite in ``path`` for ``node``. A verifiers environment (``verifiers:<module>``)
+    is loaded here, and its spec put into ``specs`` (the run's environments)."""
     where = str(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -109,6 +116,12 @@ def load_suite(path: Path, node: str, known_envs: list[str]) -> Suite:
         raise SuiteError(f"{where}: nodes.{node} must be a mapping of suite keys")
     data = {**data, **overrides}
     env = data.get("environment")
+    if is_verifiers(env):
+        data = _verifiers_environment(data, where, specs)
+        known_envs = [env]
+    elif "args" in data:
+        raise SuiteError(f"{where}: 'args' is for a verifiers environment (environment: verifiers:<module>); "
+                         f"{env} takes none: remove it")
     match = [name for name in known_envs if str(env).lower() == name.lower()]
     if not match:
         raise SuiteError(
@@ -147,6 +160,17 @@ def load_suite(path: Path, node: str, known_envs: list[str]) -> Suite:
     )
 
 
+def _verifiers_environment(data: dict[str, Any], where: str, specs: dict[str, Any] | None) -> dict[str, Any]:
+    """The suite's keys once its verifiers environment is loaded (its spec put into
+    ``specs``): ``tasks`` defaults to every example."""
+    from pytest_agentgym.integrations.verifiers_suite import VerifiersSuiteError, load_for_suite
+
+    try:
+        return load_for_suite(data, specs)
+    except VerifiersSuiteError as exc:
+        raise SuiteError(f"{where}: {exc}") from None
+
+
 def _metric(value: Any, where: str) -> str | None:
     if value is None:
         return None
@@ -175,13 +199,19 @@ def suites_under(paths: list[str], settings: Any) -> list[Suite]:
             if not is_suite_file(path):
                 continue
             try:
-                suite = load_suite(path, settings.node, list(settings.env_specs))
+                suite = load_suite(path, settings.node, list(settings.env_specs), settings.env_specs)
             except SuiteError:
                 continue
             if (wanted and suite.environment.lower() not in wanted) or suite.environment in settings.skip_envs:
                 continue
             found.append(suite)
     return found
+
+
+def marker_name(env: str) -> str:
+    """The mark of an environment's items: its name in lower case; ``verifiers`` for
+    every verifiers environment (a mark's name cannot hold the colon)."""
+    return "verifiers" if is_verifiers(env) else env.lower()
 
 
 def item_name(env: str, task: int, repeat: int) -> str:
@@ -226,8 +256,10 @@ def out_of_range(items: list[Any], settings: Any) -> list[str]:
     for (path, env), tasks in bad.items():
         spec = settings.spec(env)
         shown = ", ".join(str(t) for t in sorted(set(tasks))[:10]) + (" ..." if len(set(tasks)) > 10 else "")
+        source = ("its taskset's examples, as load_environment built them" if spec.in_process
+                  else f"configs/envs.yaml environments.{env}.tasks")
         errors.append(f"{path}: {env} has no task(s) {shown}: its task indices are {spec.tasks} "
-                      f"(configs/envs.yaml environments.{env}.tasks); fix 'tasks' or --agentgym-tasks")
+                      f"({source}); fix 'tasks' or --agentgym-tasks")
     return errors
 
 
@@ -260,9 +292,14 @@ class SuiteFile(pytest.File):
 
         settings = self.config.stash[SETTINGS_KEY]
         try:
-            suite = load_suite(self.path, settings.node, list(settings.env_specs))
+            suite = load_suite(self.path, settings.node, list(settings.env_specs), settings.env_specs)
         except SuiteError as exc:
             self.config.stash[SUITE_ERRORS_KEY].append(str(exc))
+            return
+        if is_verifiers(suite.environment) and settings.queue is not None:
+            self.config.stash[SUITE_ERRORS_KEY].append(
+                f"{self.path}: {suite.environment} runs in this process; --agentgym-queue's workers cannot "
+                f"play it: run this suite without --agentgym-queue")
             return
         if settings.envs and suite.environment.lower() not in {e.lower() for e in settings.envs}:
             return
@@ -281,7 +318,7 @@ class SuiteFile(pytest.File):
                 suite=suite, task_index=task, repeat=repeat,
             )
             item.add_marker(pytest.mark.agentgym)
-            item.add_marker(getattr(pytest.mark, suite.environment.lower()))
+            item.add_marker(getattr(pytest.mark, marker_name(suite.environment)))
             yield item
 
 

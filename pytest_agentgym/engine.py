@@ -77,7 +77,10 @@ class Engine:
                 before_retry = functools.partial(self._before_retry, request.spec.name)
             self._running += 1
             try:
-                record = await run_episode(request, adapter, self._client(request), self._model, before_retry)
+                if request.spec.in_process:  # it plays its own episodes (a verifiers environment)
+                    record = await adapter.play(request, self._model)  # type: ignore[attr-defined]
+                else:
+                    record = await run_episode(request, adapter, self._client(request), self._model, before_retry)
             finally:
                 self._running -= 1
         if self._on_finished is not None:
@@ -131,6 +134,10 @@ class Engine:
     async def _aclose(self) -> None:
         for client in self._clients.values():
             await client.aclose()
+        for adapter in self._adapters.values():
+            close = getattr(adapter, "aclose", None)  # an in-process environment's resources
+            if close is not None:
+                await close()
         close = getattr(self._model, "aclose", None)
         if close is not None:
             await close()

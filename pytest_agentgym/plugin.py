@@ -82,6 +82,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "agentgym: an AgentGym episode")
+    config.addinivalue_line("markers", "verifiers: episodes of verifiers environments (environment: verifiers:<module>)")
     settings = resolve(config)
     if _is_worker(config):
         settings = settings.__class__(**{**settings.__dict__, "run_id": config.workerinput["agentgym_run_id"]})

@@ -117,6 +117,8 @@ def preflight(settings: Any, paths: list[str] | None = None, out: TextIO | None 
               if (n in names if names else n not in settings.skip_envs)
               and (not settings.envs or n.lower() in {e.lower() for e in settings.envs})}
     out.write(f"  servers {settings.servers_mode}: {status.SERVERS_MODES.get(settings.servers_mode, '')}\n")
+    for name in [n for n, spec in wanted.items() if spec.in_process]:  # loaded already, by suites_under
+        out.write(f"  env {name}: no server: {wanted.pop(name).description}\n")
     for st in status.check_all(wanted, "127.0.0.1", 1.0, settings.servers_mode):
         out.write(f"  env {st.name}: {st.url}: {st.health}" + (f" ({st.detail})" if st.detail else "") + "\n")
         if st.health == "down":

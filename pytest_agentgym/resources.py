@@ -30,6 +30,7 @@ class ModelAdapter:
         self._base = base_sampling
         self.name = client.model
         self.base_url = client.base_url  # named in a first-round timeout
+        self.api_key_env = getattr(client, "api_key_env", None)  # for a verifiers rollout's own client
         self._cache: dict[tuple, Any] = {}
 
     def _sampling(self, overrides: dict[str, Any]) -> Any:
@@ -171,8 +172,15 @@ class RunResources:
             return  # xdist: the controller's; a queue: each worker's own
         from pytest_agentgym.servers.process import ServerError
 
+        names = list(names)
+        for name in names:  # what the fingerprint and run.json say of an environment without a server
+            spec = self.settings.spec(name)
+            if spec.in_process:
+                self.server_identities.setdefault(name, f"in-process: {spec.description}")
+        names = [n for n in self._served(names) if n not in self.env_urls and n not in self.env_errors]
+        if not names:
+            return
         pool = self._server_pool()
-        names = [n for n in names if n not in self.env_urls and n not in self.env_errors]
         pool.spawn_ahead(names)  # they boot side by side; then wait for each
         for name in names:
             if name not in self.env_urls and name not in self.env_errors:
@@ -221,8 +229,13 @@ class RunResources:
             import threading
 
             threading.Thread(target=_import_model_client, name="agentgym-import", daemon=True).start()
-        if self.worker is None and env_names:
-            self._server_pool().spawn_ahead(env_names)
+        served = self._served(env_names)
+        if self.worker is None and served:
+            self._server_pool().spawn_ahead(served)
+
+    def _served(self, names: Iterable[str]) -> list[str]:
+        """The environments of ``names`` that have a server (not the in-process ones)."""
+        return [n for n in names if not self.settings.spec(n).in_process]
 
     def _identity(self, name: str, server: Any) -> str:
         import httpx

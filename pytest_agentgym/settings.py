@@ -21,6 +21,7 @@ from pytest_agentgym.envs.spec import (
     DEFAULT_ENVS_FILE,
     EnvConfigError,
     EnvSpec,
+    is_verifiers,
     load_specs,
     spec_from_mapping,
 )
@@ -222,7 +223,8 @@ def resolve(config: pytest.Config) -> Settings:
     config.hook.pytest_agentgym_add_environments(config=config, specs=specs)
 
     if values["envs"]:
-        unknown = [n for n in values["envs"] if n.lower() not in {s.lower() for s in specs}]
+        unknown = [n for n in values["envs"] if n.lower() not in {s.lower() for s in specs}
+                   and not is_verifiers(n)]  # a verifiers environment is known once its suite is read
         if unknown:
             raise pytest.UsageError(
                 f"--agentgym-envs: unknown environment(s) {', '.join(unknown)}; "

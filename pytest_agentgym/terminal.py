@@ -52,7 +52,8 @@ def sampling_lines(run: Any) -> list[str]:
     for env, plan in run.plans.items():
         effective = run.resources.effective_sampling(plan.sampling)
         lost = {k: v for k, v in plan.sampling.items() if effective.get(k) != v}
-        line = f"agentgym: {env}: max_rounds {plan.max_rounds}, sampling {show_sampling(effective) or 'endpoint defaults'}"
+        rounds = "its own" if run.settings.spec(env).in_process else plan.max_rounds  # a verifiers env's limits
+        line = f"agentgym: {env}: max_rounds {rounds}, sampling {show_sampling(effective) or 'endpoint defaults'}"
         if lost:
             line += f" (the suite's {show_sampling(lost)} overridden by the node or the command line)"
         lines.append(line)

@@ -26,6 +26,14 @@ class EnvConfigError(ValueError):
     """A bad environment definition; the message names the file, the key and the fix."""
 
 
+#: How a suite names a verifiers environment: ``verifiers:<module>`` (integrations/verifiers_suite.py).
+VERIFIERS_PREFIX = "verifiers:"
+
+
+def is_verifiers(name: Any) -> bool:
+    return isinstance(name, str) and name.startswith(VERIFIERS_PREFIX)
+
+
 _TASKS = re.compile(r"^\d+-\d*$")
 _RULE = re.compile(r"^\s*(reward|score)\s*(==|>=|>|<=|<)\s*(-?\d+(?:\.\d+)?)\s*$")
 _OPS = {"==": operator.eq, ">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
@@ -90,6 +98,12 @@ class EnvSpec:
     reward_range: tuple[float, float] | None = None
     #: What only this environment's adapter reads (an AgentBench task's name, ...).
     options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def in_process(self) -> bool:
+        """Played inside the harness's process by its adapter (a verifiers environment):
+        there is no server to start, attach to or restart."""
+        return bool(self.options.get("in_process"))
 
     def default_url(self, host: str = "127.0.0.1") -> str:
         return self.url or f"http://{host}:{self.port}"

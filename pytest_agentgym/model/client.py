@@ -256,6 +256,8 @@ class EndpointClient:
             raise ValueError(f"request_timeout must be positive, got {request_timeout}")
         self.base_url = base_url.rstrip("/")
         self.model = model
+        #: the variable's name (never the key): what an in-process verifiers rollout reads it from
+        self.api_key_env = api_key_env
         self.sampling = sampling or Sampling()
         self.request_timeout = float(request_timeout)
         #: default outer budget of one turn; by default room for every retry
