@@ -250,8 +250,6 @@ class EndpointClient:
         retry: RetryPolicy | None = None,
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
-        from openai import AsyncOpenAI  # heavy; imported when a client is made
-
         if request_timeout <= 0:
             raise ValueError(f"request_timeout must be positive, got {request_timeout}")
         self.base_url = base_url.rstrip("/")
@@ -270,18 +268,29 @@ class EndpointClient:
 
             lean = KeepAliveTransport()
             http_client = httpx.AsyncClient(transport=lean, timeout=self.request_timeout)
-        base, _, query = self.base_url.partition("?")  # the SDK would append paths after a query
-        api_key = read_api_key(api_key_env)
-        self._sdk = AsyncOpenAI(
-            base_url=base, default_query=dict(parse_qsl(query, keep_blank_values=True)) or None,
-            api_key=api_key,
-            max_retries=0,
-            timeout=self.request_timeout,
-            http_client=http_client,
-        )
+        self._http = http_client
+        self._api_key = _Secret(read_api_key(api_key_env))
+        self._sdk_client: Any = None
         #: The direct route for chat calls to a plain http:// endpoint (see _post); None
         #: sends them through the SDK (https://, a query in the URL, an injected client).
-        self._route = _direct_route(lean, self.base_url, self._sdk, api_key)
+        self._route = _direct_route(lean, self.base_url, self._api_key)
+
+    @property
+    def _sdk(self) -> Any:
+        """The SDK's ``AsyncOpenAI`` over this client's HTTP client, made (and ``openai``
+        imported, about 0.8 s) the first time a call goes through it."""
+        if self._sdk_client is None:
+            from openai import AsyncOpenAI
+
+            base, _, query = self.base_url.partition("?")  # the SDK would append paths after a query
+            self._sdk_client = AsyncOpenAI(
+                base_url=base, default_query=dict(parse_qsl(query, keep_blank_values=True)) or None,
+                api_key=self._api_key.value,
+                max_retries=0,
+                timeout=self.request_timeout,
+                http_client=self._http,
+            )
+        return self._sdk_client
 
     def __repr__(self) -> str:  # no key in here, ever
         return f"EndpointClient(base_url={self.base_url!r}, model={self.model!r})"
@@ -293,7 +302,10 @@ class EndpointClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        await self._sdk.close()
+        if self._sdk_client is not None:
+            await self._sdk_client.close()
+        else:
+            await self._http.aclose()
 
     def _default_budget(self) -> float:
         if self.turn_budget is not None:
@@ -314,8 +326,7 @@ class EndpointClient:
         call, e.g. with what is left of an episode's time. Raises a
         :class:`ModelError` subclass on failure.
         """
-        import openai
-
+        timed_out, unreachable, refused = self._failures()
         turn_budget = budget if budget is not None else self._default_budget()
         # The request body, prepared once: a plain dict that the SDK's lower-level
         # post() serialises as it is. chat.completions.create() would walk it through
@@ -335,7 +346,7 @@ class EndpointClient:
             state.count += 1
             try:
                 response = await self._post(body, call_timeout)
-            except (openai.APITimeoutError, httpx.TimeoutException):
+            except timed_out:
                 limit = ("the per-turn budget" if call_timeout < self.request_timeout
                          else "the request timeout")
                 raise EndpointTimeout(
@@ -343,10 +354,10 @@ class EndpointClient:
                     f"the model may be overloaded or generating very long replies: raise "
                     f"model.request_timeout or lower sampling.max_tokens",
                     url=self.base_url, model=self.model, record=state.record()) from None
-            except (openai.APIConnectionError, httpx.TransportError) as exc:
+            except unreachable as exc:
                 reason = f"connection error: {_cause_name(exc)}"
                 wait = None
-            except (openai.APIStatusError, _StatusAnswer) as exc:
+            except refused as exc:
                 status = exc.status_code
                 if status == 429:
                     retry_after = _retry_after_seconds(exc.response.headers)
@@ -383,11 +394,21 @@ class EndpointClient:
             state.reasons.append(reason)
             await asyncio.sleep(wait)
 
+    def _failures(self) -> tuple[tuple[type[BaseException], ...], ...]:
+        """What a failed request raises, as (timed out, unreachable, a non-2xx answer):
+        the transport's httpx errors and :class:`_StatusAnswer` on the direct route,
+        the SDK's wrappings of them through the SDK."""
+        if self._route is not None:
+            return (httpx.TimeoutException,), (httpx.TransportError,), (_StatusAnswer,)
+        import openai
+
+        return (openai.APITimeoutError,), (openai.APIConnectionError,), (openai.APIStatusError,)
+
     async def _post(self, body: dict[str, Any], timeout: float) -> httpx.Response | RawAnswer:
         """One chat completions request. Through the direct route when there is one:
         the SDK's ``post()`` rebuilds URL, headers and options for every call, which
-        cost more CPU than the exchange itself; the route sends the same headers (its
-        own, read from the SDK once) with a body encoded here. A non-2xx answer is
+        cost more CPU than the exchange itself; the route sends the SDK's key, user agent
+        and content headers with a body encoded here. A non-2xx answer is
         raised as :class:`_StatusAnswer`, read as the SDK's ``APIStatusError`` is."""
         if self._route is None:
             return await self._sdk.post(CHAT_PATH, cast_to=httpx.Response, body=body,
@@ -452,6 +473,28 @@ class EndpointClient:
 # --------------------------------------------------------------------------- helpers
 
 
+class _Secret:
+    """An API key that does not show in a repr (or in ``vars()`` of its holder)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return "<hidden>"
+
+
+def _openai_version() -> str:
+    """The installed ``openai``'s version, read without importing it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("openai")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 class _StatusAnswer(Exception):
     """A non-2xx answer on the direct route, with what the error handling reads of the
     SDK's ``APIStatusError``: ``status_code``, ``response`` (headers, text) and ``body``
@@ -469,13 +512,13 @@ class _StatusAnswer(Exception):
         super().__init__(f"Error code: {self.status_code}")
 
 
-def _direct_route(lean: Any, base_url: str, sdk: Any, api_key: str) -> "Route | None":
-    """A :class:`~pytest_agentgym.transport.Route` to ``base_url`` sending the SDK's own
-    headers and the key, or None where the SDK must send (see ``EndpointClient._post``)."""
+def _direct_route(lean: Any, base_url: str, api_key: "_Secret") -> "Route | None":
+    """A :class:`~pytest_agentgym.transport.Route` to ``base_url`` with the headers the
+    SDK sends (key, user agent, JSON), or None where the SDK must send (see ``EndpointClient._post``)."""
     if lean is None or not Route.usable(base_url):
         return None
-    headers = {k: v for k, v in sdk.default_headers.items() if isinstance(v, str)}
-    headers["Authorization"] = f"Bearer {api_key}"
+    headers = {"Authorization": f"Bearer {api_key.value}", "Content-Type": "application/json",
+               "User-Agent": f"AsyncOpenAI/Python {_openai_version()}"}
     return Route(lean, base_url, headers)
 
 
