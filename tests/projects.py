@@ -5,6 +5,7 @@ run's records."""
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import sys
 import threading
@@ -37,6 +38,15 @@ def suite(pytester: pytest.Pytester, name: str, body: str) -> Path:
     path = pytester.path / "suites" / f"{name}.yaml"
     path.write_text(body)
     return path
+
+
+def copy_shipped_suite(pytester: pytest.Pytester, relative: str) -> Path:
+    """Copy the repository's suite file ``relative`` (e.g. ``suites/moderate/sqlgym.yaml``)
+    to the same place in the test project, so the run reads the suite as shipped."""
+    target = pytester.path / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / relative, target)
+    return target
 
 
 def run(pytester: pytest.Pytester, *args: str, timeout: float = 300) -> pytest.RunResult:

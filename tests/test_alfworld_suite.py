@@ -4,19 +4,16 @@ replay) spawned as real processes, on the shipped games."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from alfworld_support import SHIPPED, needs_engine
-from projects import REPO, episodes, run
+from projects import copy_shipped_suite, episodes, run
 
 pytestmark = needs_engine
 
 
 def copy_suite(pytester: pytest.Pytester) -> None:
-    (pytester.path / "suites" / "moderate").mkdir(parents=True)
-    shutil.copy(REPO / "suites" / "moderate" / "alfworld.yaml", pytester.path / "suites" / "moderate")
+    copy_shipped_suite(pytester, "suites/moderate/alfworld.yaml")
 
 
 def test_the_moderate_suite_runs_alfworld_on_the_local_node(pytester, monkeypatch):

@@ -322,15 +322,11 @@ def test_infrastructure_errors_are_a_few_lines_each_and_no_endpoint_is_tried_onc
 
 
 def test_a_suite_whose_every_environment_the_node_skips_exits_5_and_says_why(pytester):
-    import shutil
-
-    from projects import REPO
+    from projects import copy_shipped_suite
 
     # the shipped suite of an environment the local node skips (it plays SQLGym and ALFWorld
     # since issue 13)
-    (pytester.path / "suites" / "moderate").mkdir(parents=True)
-    for name in ("webshop.yaml",):
-        shutil.copy(REPO / "suites" / "moderate" / name, pytester.path / "suites" / "moderate" / name)
+    copy_shipped_suite(pytester, "suites/moderate/webshop.yaml")
     result = run(pytester, "suites/moderate")
     assert result.ret == 5
     result.stdout.fnmatch_lines(["agentgym: node local skips WebShop (200 episode(s)): not collected. "

@@ -3,21 +3,18 @@ embedded SQLGym server and the reference agent spawned as real processes."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 pytest.importorskip("sqlgym", reason="the optional extra 'sqlgym' is not installed: pip install -e '.[sqlgym]'")
 
-from projects import REPO, episodes, run  # noqa: E402
+from projects import copy_shipped_suite, episodes, run  # noqa: E402
 
 #: the dev questions in the reference policy's five forms (tests/test_sqlgym_data.py)
 SOLVED = {9428 + n for n in (0, 1, 2, 3, 4, 16, 17, 18, 19, 20)}
 
 
 def copy_suite(pytester: pytest.Pytester) -> None:
-    (pytester.path / "suites" / "moderate").mkdir(parents=True)
-    shutil.copy(REPO / "suites" / "moderate" / "sqlgym.yaml", pytester.path / "suites" / "moderate")
+    copy_shipped_suite(pytester, "suites/moderate/sqlgym.yaml")
 
 
 def test_the_moderate_suite_runs_sqlgym_on_the_local_node(pytester, monkeypatch):
