@@ -105,6 +105,17 @@ def test_models_and_about_say_it_is_not_an_llm(agent):
     assert httpx.get(agent.url + "/health", timeout=5).json() == {"status": "ok"}
 
 
+def test_unknown_paths_and_methods_get_openai_style_errors(agent):
+    missing = httpx.get(agent.url + "/v1/completions", timeout=5)
+    assert missing.status_code == 404
+    assert "POST /v1/chat/completions" in missing.json()["error"]["message"]
+    wrong = httpx.get(agent.url + "/v1/chat/completions", timeout=5)
+    assert wrong.status_code == 405 and wrong.json()["error"]["type"] == "invalid_request_error"
+    not_json = httpx.post(agent.url + "/v1/chat/completions", content=b"{", timeout=5)
+    assert not_json.status_code == 400 and "not JSON" in not_json.json()["error"]["message"]
+    assert not_json.headers["content-type"] == "application/json"
+
+
 def test_every_builtin_policy_module_is_loaded_or_reported_missing(agent):
     about = httpx.get(agent.url + "/", timeout=5).json()
     for module in POLICY_MODULES:

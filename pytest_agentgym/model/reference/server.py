@@ -16,6 +16,13 @@ Endpoints:
 * ``GET /health``: ``{"status": "ok"}``.
 * ``GET /``: what this server is, which policies loaded and which did not.
 
+Anything else gets an OpenAI-style 404 (unknown path) or 405 (known path, other
+method).
+
+The app is a plain ASGI callable served by uvicorn, without a web framework:
+the agent is launched at the start of every run that uses it, and importing
+FastAPI would cost it about half a second before it can answer.
+
 Determinism: the random generator of each reply is seeded from the server's
 ``--seed``, the request's ``seed`` (if any) and a SHA-256 of the conversation
 (roles and contents), never Python's salted ``hash()``. The same conversation
@@ -45,9 +52,6 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Sequence
-
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
 
 from pytest_agentgym.model.reference.base import Message, Policy
 
@@ -141,53 +145,91 @@ def _content_text(content: Any) -> str:
     return str(content)
 
 
+class _Answer:
+    """A JSON answer: its HTTP status and body."""
+
+    def __init__(self, status: int, body: Any) -> None:
+        self.status, self.body = status, body
+
+
 def _error(status: int, message: str, *, kind: str = "invalid_request_error",
-           param: str | None = None, code: str | None = None) -> JSONResponse:
-    return JSONResponse(status_code=status, content={
-        "error": {"message": message, "type": kind, "param": param, "code": code}})
+           param: str | None = None, code: str | None = None) -> _Answer:
+    return _Answer(status, {"error": {"message": message, "type": kind, "param": param, "code": code}})
 
 
-def create_app(policy: str = "reference", latency_ms: float = 0.0, seed: int = 0,
-               policies: PolicySet | None = None) -> FastAPI:
-    """The FastAPI app. ``policy`` is the default mode ("reference" or "random")."""
-    if policy not in MODELS:
-        raise ValueError(f"policy must be one of {', '.join(MODELS)}, got {policy!r}")
-    loaded = policies if policies is not None else load_policies()
-    app = FastAPI(title="pytest-agentgym reference agent",
-                  description="A scripted reference agent, not an LLM.")
-    created = int(time.time())
+class ReferenceAgentApp:
+    """The ASGI app. ``policy`` is the default mode ("reference" or "random")."""
 
-    @app.get("/")
-    async def about() -> dict[str, Any]:
-        return {
+    def __init__(self, policy: str = "reference", latency_ms: float = 0.0, seed: int = 0,
+                 policies: PolicySet | None = None) -> None:
+        if policy not in MODELS:
+            raise ValueError(f"policy must be one of {', '.join(MODELS)}, got {policy!r}")
+        self.policy, self.latency_ms, self.seed = policy, latency_ms, seed
+        self.loaded = policies if policies is not None else load_policies()
+        self.created = int(time.time())
+        self.routes = {("GET", "/"): self.about, ("GET", "/health"): self.health,
+                       ("GET", "/v1/models"): self.models, ("POST", "/v1/chat/completions"): self.chat}
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        answer = await self.answer(scope["method"], scope["path"], body)
+        payload = json.dumps(answer.body, ensure_ascii=False, separators=(",", ":")).encode()
+        await send({"type": "http.response.start", "status": answer.status,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(payload)).encode())]})
+        await send({"type": "http.response.body", "body": payload})
+
+    async def answer(self, method: str, path: str, body: bytes) -> _Answer:
+        handler = self.routes.get((method, path.rstrip("/") or "/"))
+        if handler is not None:
+            return await handler(body)
+        if any(p == (path.rstrip("/") or "/") for _, p in self.routes):
+            return _error(405, f"{method} is not allowed on {path}")
+        return _error(404, f"no route {path} here; the reference agent serves "
+                           f"{', '.join(f'{m} {p}' for m, p in self.routes)}", code="not_found")
+
+    async def about(self, body: bytes) -> _Answer:
+        return _Answer(200, {
             "name": "pytest-agentgym reference agent",
             "what": "scripted reference agent, not an LLM",
-            "mode": policy,
-            "seed": seed,
-            "latency_ms": latency_ms,
-            "policies": [p.name for p in loaded.policies],
-            "missing": loaded.missing,
-        }
+            "mode": self.policy,
+            "seed": self.seed,
+            "latency_ms": self.latency_ms,
+            "policies": [p.name for p in self.loaded.policies],
+            "missing": self.loaded.missing,
+        })
 
-    @app.get("/health")
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
+    async def health(self, body: bytes) -> _Answer:
+        return _Answer(200, {"status": "ok"})
 
-    @app.get("/v1/models")
-    async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [
-            {"id": name, "object": "model", "created": created, "owned_by": OWNED_BY}
-            for name in MODELS]}
+    async def models(self, body: bytes) -> _Answer:
+        return _Answer(200, {"object": "list", "data": [
+            {"id": name, "object": "model", "created": self.created, "owned_by": OWNED_BY}
+            for name in MODELS]})
 
-    @app.post("/v1/chat/completions")
-    async def chat_completions(request: Request) -> Any:
+    async def chat(self, raw: bytes) -> _Answer:
         try:
-            body = await request.json()
+            body = json.loads(raw)
         except ValueError:
             return _error(400, "the request body is not JSON")
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
             return _error(400, "'messages' must be a non-empty list of {role, content}", param="messages")
-        model = body.get("model") or policy
+        model = body.get("model") or self.policy
         if model not in MODELS:
             return _error(404, f"the model {model!r} does not exist here; this scripted reference "
                                f"agent serves {', '.join(MODELS)}", param="model", code="model_not_found")
@@ -198,26 +240,26 @@ def create_app(policy: str = "reference", latency_ms: float = 0.0, seed: int = 0
             return _error(400, "the reference agent gives exactly one choice; send n: 1", param="n")
         messages = [{"role": str(m.get("role", "")), "content": _content_text(m.get("content"))}
                     for m in body["messages"] if isinstance(m, dict)]
-        chosen = loaded.find(messages)
+        chosen = self.loaded.find(messages)
         if chosen is None:
-            names = ", ".join(p.name for p in loaded.policies) or "none loaded"
+            names = ", ".join(p.name for p in self.loaded.policies) or "none loaded"
             return _error(400, f"no reference policy recognises this conversation (policies: {names}); "
                                f"the reference agent only plays the lightweight environments from "
                                f"their own observation text", param="messages", code="no_policy")
         request_seed = body.get("seed") if isinstance(body.get("seed"), int) else None
-        rng = random.Random(conversation_seed(messages, seed, request_seed))
-        randomly = model == "random" or policy == "random"
+        rng = random.Random(conversation_seed(messages, self.seed, request_seed))
+        randomly = model == "random" or self.policy == "random"
         try:
             text = chosen.random_reply(messages, rng) if randomly else chosen.reply(messages, rng)
         except Exception as exc:  # a bug in a policy: say which, keep serving
             log.exception("reference agent: policy %s failed", chosen.name)
             return _error(500, f"the {chosen.name} reference policy failed on this conversation: "
                                f"{type(exc).__name__}: {exc}", kind="server_error", code="policy_failed")
-        if latency_ms > 0:
-            await asyncio.sleep(latency_ms / 1000.0)
+        if self.latency_ms > 0:
+            await asyncio.sleep(self.latency_ms / 1000.0)
         prompt_tokens = sum(count_words(m["content"]) for m in messages)
         completion_tokens = count_words(text)
-        return {
+        return _Answer(200, {
             "id": f"chatcmpl-{uuid.uuid4().hex}",
             "object": "chat.completion",
             "created": int(time.time()),
@@ -227,9 +269,7 @@ def create_app(policy: str = "reference", latency_ms: float = 0.0, seed: int = 0
                          "logprobs": None, "finish_reason": "stop"}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},
-        }
-
-    return app
+        })
 
 
 def run(host: str = "127.0.0.1", port: int = 8100, policy: str = "reference",
@@ -238,5 +278,5 @@ def run(host: str = "127.0.0.1", port: int = 8100, policy: str = "reference",
     import uvicorn
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    app = create_app(policy=policy, latency_ms=latency_ms, seed=seed)
+    app = ReferenceAgentApp(policy=policy, latency_ms=latency_ms, seed=seed)
     uvicorn.run(app, host=host, port=port, log_level=log_level, workers=1)

@@ -28,7 +28,6 @@ from functools import lru_cache
 from importlib import resources
 from typing import Sequence
 
-from pytest_agentgym.envs.base import extract_first_split
 from pytest_agentgym.model.reference.base import Message, react
 
 _FENCED = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
@@ -68,6 +67,10 @@ def vocabulary_in(messages: Sequence[Message]) -> tuple[str, ...] | None:
 def guesses_and_feedback(messages: Sequence[Message]) -> list[tuple[str, str | None]]:
     """Each assistant guess (cleaned like the server) with the feedback that answered it;
     None when the answer was not feedback (``invalid word``, or not answered yet)."""
+    # Imported here: envs.base brings jinja2 and httpx, which the reference agent's
+    # start-up (every run that uses it waits for it) has no other use for.
+    from pytest_agentgym.envs.base import extract_first_split
+
     history: list[tuple[str, str | None]] = []
     for i, message in enumerate(messages):
         if message.get("role") != "assistant":
