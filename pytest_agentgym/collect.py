@@ -36,7 +36,7 @@ import pytest
 import yaml
 
 from pytest_agentgym.gates import Gate, GateError
-from pytest_agentgym.envs.spec import is_verifiers
+from pytest_agentgym.envs.spec import is_verifiers, read_yaml
 from pytest_agentgym.options import parse_tasks
 
 _SUITE_MARK = re.compile(r"^environment\s*:", re.MULTILINE)
@@ -103,7 +103,7 @@ def load_suite(path: Path, node: str, known_envs: list[str], specs: dict[str, An
     is loaded here, and its spec put into ``specs`` (the run's environments)."""
     where = str(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = read_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise SuiteError(f"{where}: not valid YAML ({exc}); fix the syntax at the position shown") from None
     if not isinstance(data, dict):

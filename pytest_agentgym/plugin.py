@@ -114,6 +114,13 @@ def pytest_configure(config: pytest.Config) -> None:
         except LedgerError as exc:
             raise pytest.UsageError(str(exc)) from None
     harness = EvaluationRun(settings, hook=config.hook, config=config, worker_input=worker_input, ledger=ledger)
+    config.stash[HARNESS_KEY] = harness  # from here on, unconfigure stops what the run started
+    if _is_controller(config):
+        config.pluginmanager.register(_Controller(harness), "agentgym-controller")
+        _stop_on_sigterm(config)
+    warm = _is_controller(config) and _runs_episodes(config)
+    if warm:
+        harness.warm_up()  # first, so the servers boot while the rest is imported and collected
     if worker_input is None:
         from pytest_agentgym.model.endpoints import EndpointConfigError
 
@@ -121,10 +128,8 @@ def pytest_configure(config: pytest.Config) -> None:
             harness.model_settings()  # a bad model: section is a usage error, found now
         except EndpointConfigError as exc:
             raise pytest.UsageError(str(exc)) from None
-    config.stash[HARNESS_KEY] = harness
-    if _is_controller(config):
-        config.pluginmanager.register(_Controller(harness), "agentgym-controller")
-        _stop_on_sigterm(config)
+    if warm:
+        harness.launch_endpoint_ahead()
 
 
 def _stop_on_sigterm(config: pytest.Config) -> None:

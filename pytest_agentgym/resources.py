@@ -13,10 +13,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-from pytest_agentgym.episode import Completion
 from pytest_agentgym.results import EpisodeRecord, ErrorInfo
+
+if TYPE_CHECKING:  # episode brings the environment client (httpx, jinja2): a run
+    # spawns its servers (warm_up) before it imports that
+    from pytest_agentgym.episode import Completion
 
 
 class ModelAdapter:
@@ -26,6 +29,9 @@ class ModelAdapter:
     (:meth:`RunResources.effective_sampling`), sent as it is."""
 
     def __init__(self, client: Any, base_sampling: Any) -> None:
+        from pytest_agentgym.episode import Completion
+
+        self._completion = Completion
         self._client = client
         self._base = base_sampling
         self.name = client.model
@@ -45,8 +51,8 @@ class ModelAdapter:
     async def complete(self, messages: Sequence[dict[str, str]], *, budget_s: float,
                        sampling: dict[str, Any]) -> Completion:
         reply = await self._client.chat(messages, sampling=self._sampling(sampling), budget=budget_s)
-        return Completion(reply.text, reply.latency_s, reply.prompt_tokens, reply.completion_tokens,
-                          reply.token_data)
+        return self._completion(reply.text, reply.latency_s, reply.prompt_tokens, reply.completion_tokens,
+                                reply.token_data)
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -92,6 +98,8 @@ class RunResources:
         self.generation = 1
         self.run_dir = ""
         self._warmed = False
+        #: the first endpoint's reference agent, spawned before the endpoint is chosen
+        self._spawned_agent = None  # servers.process.ManagedServer
         if worker_input is not None:
             self.env_urls = dict(worker_input["agentgym_env_urls"])
 
@@ -149,8 +157,31 @@ class RunResources:
                 self._chosen = ChosenEndpoint(config, w["agentgym_base_url"], w["agentgym_model"])
             else:
                 self.log_dir.mkdir(parents=True, exist_ok=True)
-                self._chosen = choose_endpoint(self.model_settings(), log_dir=self.log_dir)
+                self._chosen = choose_endpoint(self.model_settings(), log_dir=self.log_dir,
+                                               spawned=self._spawned_agent)
         return self._chosen
+
+    def spawn_endpoint_ahead(self) -> None:
+        """When the first endpoint is the reference agent, launch it now without waiting:
+        it boots while pytest configures and collects, and choosing the endpoint then only
+        waits for it. (Attached endpoints are only probed, which is quick; vLLM's start
+        takes long enough that a head start makes no difference.)"""
+        if self.worker is not None or self.settings.queue is not None or self._chosen is not None \
+                or self._spawned_agent is not None:
+            return
+        first = self.model_settings().endpoints[0]
+        if first.kind != "reference":
+            return
+        from pytest_agentgym.model.launcher import reference_agent
+        from pytest_agentgym.servers.process import ServerError
+
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        agent = reference_agent(first, self.log_dir)
+        try:
+            agent.spawn()
+        except (ServerError, OSError):
+            return  # choosing the endpoint launches it again and says what is wrong
+        self._spawned_agent = agent
 
     def endpoint_or_error(self) -> Any:
         """The chosen endpoint, or None with ``setup_error`` saying why there is none."""
@@ -224,14 +255,14 @@ class RunResources:
     def warm_up(self, env_names: Sequence[str]) -> None:
         """Launch the servers of ``env_names`` without waiting for them, and import the
         model client on a thread (once): called as early as the environments are known."""
+        served = self._served(env_names)
+        if self.worker is None and served:
+            self._server_pool().spawn_ahead(served)
         if not self._warmed:
             self._warmed = True
             import threading
 
             threading.Thread(target=_import_model_client, name="agentgym-import", daemon=True).start()
-        served = self._served(env_names)
-        if self.worker is None and served:
-            self._server_pool().spawn_ahead(served)
 
     def _served(self, names: Iterable[str]) -> list[str]:
         """The environments of ``names`` that have a server (not the in-process ones)."""
@@ -337,6 +368,8 @@ class RunResources:
             self._pool = None
         if self._chosen is not None and self.worker is None:
             self._chosen.close()
+        if self._spawned_agent is not None:  # a no-op when it became the chosen endpoint
+            self._spawned_agent.stop()
 
     @property
     def chosen(self) -> Any:

@@ -20,12 +20,10 @@ import concurrent.futures
 import dataclasses
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from pytest_agentgym.aggregate import EnvSummary
 from pytest_agentgym.envs import adapter_class
-from pytest_agentgym.envs.base import EnvAdapter
-from pytest_agentgym.episode import EpisodeLimits, EpisodeRequest
 from pytest_agentgym.gates import GateVerdict
 from pytest_agentgym.ledger import LedgerError, RunLedger, final_status, git_commit, settings_snapshot
 from pytest_agentgym.resources import RunResources
@@ -33,6 +31,11 @@ from pytest_agentgym.results import EpisodeRecord, ErrorInfo, RunInfo
 from pytest_agentgym.store import RunDir, point_latest
 from pytest_agentgym.verdicts import EnvPlan, baseline_verdicts, judge, max_rounds_for, plan_for
 from pytest_agentgym.verdicts import counts as run_counts
+
+if TYPE_CHECKING:  # the environment client (httpx, jinja2) is imported after warm_up
+    # has spawned the servers, where the first episode is made
+    from pytest_agentgym.envs.base import EnvAdapter
+    from pytest_agentgym.episode import EpisodeRequest
 
 
 class RunAborted(RuntimeError):
@@ -75,6 +78,9 @@ class EvaluationRun:
         self.comparisons: list = []
         #: a shard (--agentgym-shard): the whole selection's keys -> expected cost, before the split
         self.selection: dict[tuple[str, int, int], float] | None = None
+        #: the command line's paths hold suites (warm_up); the header probes the endpoint
+        #: only then: a run of other tests launches no reference agent for its header
+        self.has_suites = True
 
     @property
     def run_dir(self) -> RunDir:
@@ -92,22 +98,30 @@ class EvaluationRun:
     def header_lines(self, probe: bool) -> list[str]:
         from pytest_agentgym.terminal import header_lines
 
-        if probe and self.worker is None:
-            self._warm_up()
-        return header_lines(self, probe)
+        return header_lines(self, probe and self.has_suites)
 
-    def _warm_up(self) -> None:
-        """Before the endpoint is chosen (a reference agent or vLLM may be launched and
-        waited for): launch the servers of the suites named on the command line, so
-        they boot meanwhile; the first episode waits for the slower, not the sum."""
+    def warm_up(self) -> None:
+        """At configure time, for the first episode's sake: launch the servers of the
+        suites named on the command line without waiting, so they boot while pytest
+        imports and collects; the first episode waits for the slowest process, not the
+        sum. Nothing is launched when those paths hold no suite (the plugin is
+        installed, but this run is of other tests)."""
         from pytest_agentgym.collect import suites_under
 
         try:
             paths = [str(a) for a in self.config.args] if self.config is not None else []
             envs = list(dict.fromkeys(s.environment for s in suites_under(paths, self.settings)))
         except OSError:
+            self.has_suites = False
             return  # collection will say what is wrong with the paths
-        self.resources.warm_up(envs)
+        self.has_suites = bool(envs)
+        if envs:
+            self.resources.warm_up(envs)
+
+    def launch_endpoint_ahead(self) -> None:
+        """After :meth:`warm_up`: the reference agent too, when it is the first endpoint."""
+        if self.has_suites:
+            self.resources.spawn_endpoint_ahead()
 
     def sampling_lines(self) -> list[str]:
         from pytest_agentgym.terminal import sampling_lines
@@ -268,6 +282,8 @@ class EvaluationRun:
     # -- episodes -----------------------------------------------------------------------
 
     def request_for(self, item: Any) -> EpisodeRequest:
+        from pytest_agentgym.episode import EpisodeLimits, EpisodeRequest
+
         s, suite = self.settings, item.suite
         timeout = s.episode_timeout or suite.episode_timeout or s.node_episode_timeout
         return EpisodeRequest(
@@ -344,6 +360,8 @@ class EvaluationRun:
              episode_timeout: float | None, sampling: dict[str, Any], min_reward: float | None,
              nodeid: str) -> EpisodeRecord:
         """One episode for the ``agentgym_episode`` fixture; blocks until it ends."""
+        from pytest_agentgym.episode import EpisodeLimits, EpisodeRequest
+
         s = self.settings
         try:
             spec = s.spec(env)

@@ -23,6 +23,7 @@ from pytest_agentgym.envs.spec import (
     EnvSpec,
     is_verifiers,
     load_specs,
+    read_yaml,
     spec_from_mapping,
 )
 from pytest_agentgym.options import BY_NAME, OPTIONS, Option
@@ -152,7 +153,7 @@ def known_nodes(rootdir: Path) -> list[str]:
 
 def load_profile(path: Path) -> dict[str, Any]:
     try:
-        profile = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        profile = read_yaml(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise pytest.UsageError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(profile, dict):

@@ -53,6 +53,39 @@ def test_a_full_run_writes_results_and_passes_its_gates(pytester):
     assert (pytester.path / "reports" / "latest").resolve() == (pytester.path / "reports" / "full").resolve()
 
 
+_STARTED_AT_COLLECTION = """
+import pathlib
+
+def pytest_collection_finish(session):
+    logs = [p for p in pathlib.Path("reports").rglob("*.log") if "starting:" in p.read_text()]
+    pathlib.Path("started-at-collection.txt").write_text("\\n".join(sorted(p.name for p in logs)))
+"""
+
+
+def test_the_servers_and_the_reference_agent_are_launched_before_collection(pytester):
+    """The first episode waits for the slowest process, not their sum: both were started
+    at configure time, so by the end of collection each has logged its start."""
+    node = make_project(pytester)
+    suite(pytester, "maze", "environment: Maze\ntasks: 0\n")
+    pytester.makeconftest(_STARTED_AT_COLLECTION)
+    result = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-run-id=early", "-q")
+    assert result.ret == 0, result.stdout.str()
+    started = (pytester.path / "started-at-collection.txt").read_text().split()
+    assert "reference-agent.log" in started
+    assert [name for name in started if name.startswith("Maze-")], started
+
+
+def test_a_run_of_other_tests_launches_nothing(pytester):
+    """With the plugin installed, a run whose paths hold no suite starts no process, not
+    even for the header's endpoint line."""
+    node = make_project(pytester)
+    pytester.makepyfile(test_plain="def test_plain():\n    assert 1 + 1 == 2\n")
+    result = run(pytester, "test_plain.py", f"--agentgym-node={node}", "--agentgym-run-id=plain")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["agentgym: model endpoint reference* (not contacted)"])
+    assert not list(pytester.path.rglob("reference-agent.log"))
+
+
 def test_a_gate_that_cannot_be_met_fails_the_run_and_is_named(pytester):
     node = make_project(pytester)
     suite(pytester, "maze", "environment: Maze\ntasks: 0-1\ngates: [mean_reward >= 2]\n")

@@ -208,3 +208,22 @@ def test_an_env_client_reuses_its_connections(tmp_path):
         server.shutdown()
     assert statuses == [200] * 24
     assert transport.opened == 4
+
+
+_SPAWN_PATH = """
+import sys
+import pytest_agentgym.plugin, pytest_agentgym.run, pytest_agentgym.ledger, pytest_agentgym.collect
+import pytest_agentgym.servers.pool
+print(sorted(m for m in ("httpx", "jinja2", "openai", "fastapi") if m in sys.modules))
+"""
+
+
+def test_what_a_run_imports_before_it_spawns_its_servers_leaves_out_the_clients():
+    """The servers are spawned at configure time (EvaluationRun.warm_up): the plugin, the
+    run and the server pool must not import the HTTP client, the prompt templates or the
+    SDK, so that the servers boot while those are imported."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", _SPAWN_PATH], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

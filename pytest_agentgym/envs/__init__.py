@@ -9,8 +9,11 @@ outside pytest, by calling :func:`register` directly.
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
-from pytest_agentgym.envs.base import EnvAdapter
+if TYPE_CHECKING:  # not imported at run time: envs.base brings jinja2 and httpx, and the
+    # plugin's start-up reaches this package (envs.spec) before it needs an adapter
+    from pytest_agentgym.envs.base import EnvAdapter
 
 _BUILTIN_MODULES = (
     "babyai",

@@ -42,14 +42,13 @@ from urllib.parse import urlencode
 
 import httpx
 
+from pytest_agentgym.envs.spec import DEFAULT_REQUEST_TIMEOUT
 from pytest_agentgym.envs.watch import in_flight
 from pytest_agentgym.transport import KeepAliveTransport, RawAnswer, Route, encode_json
 
 Dialect = Literal["id", "env_idx"]
 _DIALECTS = ("id", "env_idx")
 
-#: Seconds one request to an environment server may take (envs.<Name>.request_timeout).
-DEFAULT_REQUEST_TIMEOUT = 60.0
 
 
 class EnvServerError(Exception):

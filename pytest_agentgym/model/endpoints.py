@@ -368,14 +368,15 @@ def _models_health(http: httpx.Client, config: EndpointConfig) -> Health:
 
 
 def choose_endpoint(settings: ModelSettings, *, log_dir: str | os.PathLike[str] | None = None,
-                    transport: httpx.BaseTransport | None = None) -> ChosenEndpoint:
+                    transport: httpx.BaseTransport | None = None, spawned: Any = None) -> ChosenEndpoint:
     """The first healthy endpoint of ``settings.endpoints``, launching launched kinds.
 
     The notes say which endpoints were passed over and why, e.g. ``primary
     tensorzero at http://localhost:3030 unhealthy (connection refused)`` and
     ``using fallback ollama qwen3:8b at http://localhost:11434``. Raises
     :class:`NoEndpointAvailable` when none works. Launched processes log into
-    ``log_dir`` (default: a new temporary directory).
+    ``log_dir`` (default: a new temporary directory). ``spawned``: the first endpoint's
+    reference agent, already spawned (``RunResources.spawn_endpoint_ahead``).
     """
     notes: list[str] = []
     details: list[str] = []
@@ -384,7 +385,7 @@ def choose_endpoint(settings: ModelSettings, *, log_dir: str | os.PathLike[str] 
         if config.launched:
             directory = Path(log_dir) if log_dir is not None else Path(tempfile.mkdtemp(prefix="agentgym-model-"))
             try:
-                chosen = launch(config, settings, directory)
+                chosen = launch(config, settings, directory, spawned if position == 0 else None)
             except LaunchError as exc:
                 notes.append(f"{label} {config.describe()} failed to start ({redact_text(str(exc))})")
                 if getattr(exc, "detail", ""):

@@ -129,9 +129,24 @@ def _fits_max_tokens(settings: "ModelSettings", max_model_len: int | None) -> li
             f"every request; lower model.sampling.max_tokens (or pass --agentgym-sampling=max_tokens=N)"]
 
 
-def launch(config: "EndpointConfig", settings: "ModelSettings", log_dir: Path) -> ChosenEndpoint:
+def reference_agent(config: "EndpointConfig", log_dir: Path) -> ManagedServer:
+    """The reference agent's process for ``config``, not yet started."""
+    return ManagedServer(
+        "reference agent",
+        command=["{python}", "-m", "pytest_agentgym", "reference-agent", "--host", "{host}",
+                 "--port", "{port}", "--policy", config.policy, "--seed", str(config.seed),
+                 "--latency-ms", str(config.latency_ms)],
+        log_path=log_dir / "reference-agent.log", startup_timeout=REFERENCE_STARTUP_TIMEOUT,
+        stop_grace=MODEL_STOP_GRACE, health=HEALTH_ENDPOINT, label="reference agent", advice=Advice(),
+        death_signal=signal.SIGTERM)
+
+
+def launch(config: "EndpointConfig", settings: "ModelSettings", log_dir: Path,
+           spawned: ManagedServer | None = None) -> ChosenEndpoint:
     """Start a launched kind and wait until it is healthy. Raises :class:`LaunchError`
-    (:class:`LaunchFailed` when the process ran and did not come up)."""
+    (:class:`LaunchFailed` when the process ran and did not come up). ``spawned``: a
+    reference agent already spawned for ``config`` (:func:`reference_agent`), waited for
+    instead of a new one."""
     if config.kind == "vllm":
         if not config.checkpoint:
             raise LaunchError(f"{config.where}: kind vllm needs a checkpoint; pass "
@@ -146,14 +161,7 @@ def launch(config: "EndpointConfig", settings: "ModelSettings", log_dir: Path) -
         return ChosenEndpoint(resolved, server.base_url, server.model, notes=notes, process=server,
                               startup_s=server.startup_s, version=server.version)
     if config.kind == "reference":
-        agent = ManagedServer(
-            "reference agent",
-            command=["{python}", "-m", "pytest_agentgym", "reference-agent", "--host", "{host}",
-                     "--port", "{port}", "--policy", config.policy, "--seed", str(config.seed),
-                     "--latency-ms", str(config.latency_ms)],
-            log_path=log_dir / "reference-agent.log", startup_timeout=REFERENCE_STARTUP_TIMEOUT,
-            stop_grace=MODEL_STOP_GRACE, health=HEALTH_ENDPOINT, label="reference agent", advice=Advice(),
-            death_signal=signal.SIGTERM)
+        agent = spawned if spawned is not None else reference_agent(config, log_dir)
         _started(agent, agent, "the reference agent")
         resolved = replace(config, url=agent.url)
         return ChosenEndpoint(resolved, resolved.base_url, resolved.model or config.policy, process=agent)

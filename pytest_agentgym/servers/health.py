@@ -14,9 +14,10 @@ import signal
 import socket
 import sys
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-import httpx
+if TYPE_CHECKING:  # imported on first probe: a run spawns its servers before it needs httpx
+    import httpx
 
 DEFAULT_HOST = "127.0.0.1"
 #: A server command: a shell-like string (split, never run by a shell) or an argv list.
@@ -61,6 +62,8 @@ def probe_client() -> httpx.Client:
     """The HTTP client for health probes: make one per lifecycle (a server, a pool)
     and reuse it for every poll. Building a client builds an SSL context, which
     costs tens of milliseconds of CPU; a new one per poll adds up under load."""
+    import httpx
+
     return httpx.Client(timeout=5.0, follow_redirects=False)
 
 
@@ -73,6 +76,8 @@ def probe(url: str, timeout: float, check: HealthCheck = ANY_ANSWER,
     if client is None:
         with probe_client() as own:
             return probe(url, timeout, check, own)
+    import httpx
+
     try:
         response = client.get(url.rstrip("/") + check.path, timeout=timeout)
     except httpx.ConnectError:

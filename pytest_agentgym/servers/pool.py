@@ -145,6 +145,9 @@ class ServerPool:
         self._lock = threading.RLock()
         self._http = None
 
+    def _shared_http(self):  # type: ignore[no-untyped-def]
+        return self.http
+
     @property
     def http(self):  # type: ignore[no-untyped-def]
         """One health-probe client for the pool's lifetime, shared by its servers."""
@@ -160,8 +163,10 @@ class ServerPool:
 
     def _make(self, spec: EnvSpec) -> ManagedServer:
         plan = plan_server(spec, host=self.host, python=self.python)
+        # The shared probe client is made when a server is first probed, not here: making
+        # it (an SSL context) takes about 0.1 s that the first spawn need not wait for.
         common = dict(startup_timeout=spec.startup_timeout, stop_grace=self.stop_grace,
-                      probe_timeout=self.probe_timeout, python=self.python, http=self.http)
+                      probe_timeout=self.probe_timeout, python=self.python, http=self._shared_http)
         if plan.how == "attach":
             return ManagedServer(spec.name, url=plan.url, **common)
         if self.attach_running and probe(plan.url, self.probe_timeout, client=self.http) is None:

@@ -28,9 +28,9 @@ import threading
 import time
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+from urllib.parse import urlsplit
 
-import httpx
 import psutil
 
 from pytest_agentgym.redact import redact_text
@@ -48,6 +48,9 @@ from pytest_agentgym.servers.health import (
     probe_client,
     server_url,
 )
+
+if TYPE_CHECKING:  # see servers.health: imported where a server is first probed
+    import httpx
 
 __all__ = ["ManagedServer", "POLL_INTERVAL", "ServerCommandError", "ServerError", "ServerStartError"]
 
@@ -179,7 +182,7 @@ class ManagedServer:
         label: str | None = None,
         advice: Advice | None = None,
         death_signal: int = signal.SIGKILL,
-        http: httpx.Client | None = None,
+        http: httpx.Client | Callable[[], httpx.Client] | None = None,
     ) -> None:
         if (command is None) == (url is None):
             raise ValueError(f"server {name}: give exactly one of command= (spawn) or url= (attach)")
@@ -197,15 +200,16 @@ class ManagedServer:
         self.advice = advice or environment_advice(name)
         self.death_signal = int(death_signal)
         self._proc: subprocess.Popen | None = None
-        #: the health-probe client: the caller's (a pool's), or one of our own made on
-        #: first use and kept until stop(); never one per poll
+        #: the health-probe client: the caller's (a pool's, or a function that gives it
+        #: on first use), or one of our own made on first use and kept until stop();
+        #: never one per poll
         self._http = http
         self._own_http: httpx.Client | None = None
         self._spawned_at = 0.0
         self._last_exit: int | None = None
         if url is not None:
             self.url = url.rstrip("/")
-            self.port = httpx.URL(self.url).port
+            self.port = urlsplit(self.url).port
             self.log_path: Path | None = None
         else:
             self.port = port or free_port(host)
@@ -241,7 +245,8 @@ class ManagedServer:
     def _probe(self, timeout: float) -> str | None:
         if self._http is None and self._own_http is None:
             self._own_http = probe_client()
-        return probe(self.url, timeout, self.health, self._http or self._own_http)
+        shared = self._http() if callable(self._http) else self._http
+        return probe(self.url, timeout, self.health, shared or self._own_http)
 
     # -- starting ---------------------------------------------------------------------
 
