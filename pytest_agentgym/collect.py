@@ -187,9 +187,10 @@ def _fraction(value: Any, key: str, where: str) -> float | None:
     return float(value)
 
 
-def suites_under(paths: list[str], settings: Any) -> list[Suite]:
+def suites_under(paths: list[str], settings: Any, errors: list[str] | None = None) -> list[Suite]:
     """The usable suites under command-line ``paths``, as collection would keep them
-    (--agentgym-envs and the node's skip list applied; broken files left to collection)."""
+    (--agentgym-envs and the node's skip list applied). A broken file is left out; its
+    error is appended to ``errors`` when given (else collection reports it)."""
     found: list[Suite] = []
     wanted = {e.lower() for e in settings.envs} if settings.envs else None
     for root in paths:
@@ -200,7 +201,9 @@ def suites_under(paths: list[str], settings: Any) -> list[Suite]:
                 continue
             try:
                 suite = load_suite(path, settings.node, list(settings.env_specs), settings.env_specs)
-            except SuiteError:
+            except SuiteError as exc:
+                if errors is not None:
+                    errors.append(str(exc))
                 continue
             if (wanted and suite.environment.lower() not in wanted) or suite.environment in settings.skip_envs:
                 continue

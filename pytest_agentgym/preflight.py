@@ -112,7 +112,11 @@ def preflight(settings: Any, paths: list[str] | None = None, out: TextIO | None 
         out.write(f"  would use: {chosen.label} {chosen.describe}\n")
     from pytest_agentgym.collect import suites_under
 
-    names = {suite.environment for suite in suites_under(paths or [], settings)}
+    broken: list[str] = []
+    names = {suite.environment for suite in suites_under(paths or [], settings, broken)}
+    for error in broken:  # a run would stop at collection with this usage error
+        problems += 1
+        out.write(f"  suite {error}\n")
     wanted = {n: s for n, s in settings.env_specs.items()
               if (n in names if names else n not in settings.skip_envs)
               and (not settings.envs or n.lower() in {e.lower() for e in settings.envs})}

@@ -86,6 +86,15 @@ def test_preflight_and_list_envs_check_without_running_an_episode(pytester):
     assert not (pytester.path / "reports").exists()
 
 
+def test_preflight_names_a_suite_that_would_not_load(pytester):
+    node = make_project(pytester)
+    suite(pytester, "maze", "environment: Maze\ntasks: 0-3\n")
+    suite(pytester, "broken", "environment: Maze\ntasks: [0, 1\n")
+    result = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-preflight")
+    assert result.ret == 1, result.stdout.str()
+    result.stdout.fnmatch_lines(["  suite *suites/broken.yaml: not valid YAML*", "preflight: 1 problem(s)"])
+
+
 def test_preflight_fails_when_nothing_can_serve_the_model(pytester):
     make_project(pytester)
     node = pytester.path / "down.yaml"
