@@ -21,7 +21,7 @@ cpu_per_step        instant model, Maze, c8, 100 episodes at 2, 11 and 20 rounds
                     the pytest process's CPU per environment step (marginal,
                     target <= 1 ms), and rounds 11-20 against rounds 2-11
                     (flat: <= 1.2)
-agentgym            instant model, Maze tasks 0-24, 5 rounds, one server: the
+agentgym            instant reference-policy model, Maze tasks 0-24, 20 rounds, one server: the
                     harness at the local node's defaults (concurrency 4)
                     against AgentGym's Evaluator.generate_experience with its
                     APIAgent (episodes/s ratio >= 2, same per-task rewards);
@@ -84,9 +84,10 @@ TARGETS: dict[str, tuple[float, str]] = {
 class FakeModel:
     """benchmarks/fake_model.py on a free loopback port, for the ``with`` block."""
 
-    def __init__(self, delay_ms: float) -> None:
+    def __init__(self, delay_ms: float, policy: str = "fixed") -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "fake_model.py"), "--delay-ms", str(delay_ms), "--max-seconds", "3600"],
+            [sys.executable, str(HERE / "fake_model.py"), "--delay-ms", str(delay_ms), "--max-seconds", "3600",
+             "--policy", policy],
             stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
         line = self.proc.stdout.readline()  # type: ignore[union-attr]
         if not line.startswith("READY"):
@@ -184,11 +185,13 @@ def _agentgym_python(args: argparse.Namespace) -> str | None:
 
 
 def bench_agentgym(tree: Path, work: Path, quick: bool, *, python: str, server_url: str) -> dict[str, float]:
-    rounds, tasks = 5, "0-24"
+    # The local node's defaults (20 rounds, concurrency 4) and a model that plays to win
+    # (the reference policy, instantly), so that the per-task rewards compared are not all 0.
+    rounds, tasks = 20, "0-24"
     node = work / "bench-node.yaml"
     local = (REPO / "pytest_agentgym/configs/nodes/local.yaml").read_text()
     node.write_text(local.replace("envs:\n", f"envs:\n  overrides:\n    Maze: {{url: {json.dumps(server_url)}}}\n", 1))
-    with FakeModel(0) as model:
+    with FakeModel(0, policy="reference") as model:
         model.stats(reset=True)
         ours = pytest_run(tree, [f"--agentgym-node={node}", "suites/lightweight/maze.yaml",
                                  f"--agentgym-base-url={model.url}", "--agentgym-model=fake",
@@ -205,6 +208,7 @@ def bench_agentgym(tree: Path, work: Path, quick: bool, *, python: str, server_u
     differ = sum(1 for task, reward in theirs["rewards"].items() if ours_by_task.get(task) != reward)
     return {"speedup": our_rate / their_rate, "ours_episodes_per_s": our_rate,
             "agentgym_episodes_per_s": their_rate, "rewards_differ": differ,
+            "tasks_won": sum(1 for reward in theirs["rewards"].values() if reward > 0),
             "ours_cpu_ms_per_episode": 1000 * ours["cpu_s"] / max(1, len(ours["records"])),
             "agentgym_cpu_ms_per_episode": 1000 * theirs["cpu_s"] / max(1, theirs["episodes"])}
 
