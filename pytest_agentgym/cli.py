@@ -137,7 +137,8 @@ def _worker_parser(sub: argparse._SubParsersAction) -> None:
     worker.add_argument("--heartbeat", type=float, default=10.0, metavar="S",
                         help="seconds between heartbeats (default: 10)")
     worker.add_argument("--nak-delay", type=float, default=5.0, metavar="S",
-                        help="redelivery delay of an item this worker cannot serve (default: 5)")
+                        help="redelivery delay of an item this worker cannot serve, times a random "
+                             "factor between 0.5 and 1.5 (default: 5)")
 
 
 def _rollout_server_parser(sub: argparse._SubParsersAction) -> None:

@@ -19,6 +19,7 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 from env_idx_server import command as env_idx_command
@@ -26,7 +27,6 @@ from env_idx_server import command as env_idx_command
 from pytest_agentgym.envs import adapter_class
 from pytest_agentgym.envs.protocol import EnvClient, EnvHTTPError, EnvUnreachable
 from pytest_agentgym.envs.spec import EnvSpec, load_default_specs
-from pytest_agentgym.servers.embedded import EMBEDDED_SERVERS
 from pytest_agentgym.servers.lifecycle import (
     ANY_ANSWER,
     HEALTH_ENDPOINT,
@@ -416,29 +416,64 @@ def test_pool_ensure_restarts_a_dead_server_and_a_new_episode_works(tmp_path):
         assert "led desk lamp" in fresh.first_observation
 
 
-def embedded_names() -> list[str]:
-    from importlib.util import find_spec
+CLOSING_SERVER = textwrap.dedent("""
+    import http.server, os, signal, sys
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # answers its pid; GET /close-listener closes the listener first
+            if self.path == "/close-listener":
+                self.server.socket.close()
+                self.server.closed = True
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(f"pid {os.getpid()}".encode())
+        def log_message(self, *args):
+            pass
+    server = http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
+    server.closed = False
+    while not server.closed:
+        server.handle_request()
+    signal.pause()  # the process stays, its port refuses: a killed server not yet reaped
+""")
 
-    from pytest_agentgym.servers.embedded import missing_requirements
 
-    return [name for name, module in sorted(EMBEDDED_SERVERS.items())
-            if find_spec(module) and missing_requirements(name) is None]
+def test_pool_ensure_restarts_a_server_whose_port_refuses_while_its_process_remains(tmp_path):
+    # A SIGKILLed server closes its listening socket a moment before its exit can be
+    # seen; a client refused in between calls ensure() while poll() still says running.
+    # This server holds that state for as long as the test needs it.
+    script = tmp_path / "closing.py"
+    script.write_text(CLOSING_SERVER)
+    spec = pool_spec("Closing", command=f"{{python}} {shlex.quote(str(script))} {{port}}")
+    with ServerPool([spec], log_dir=tmp_path, attach_running=False) as pool:
+        server = pool.start("Closing")
+        first = server.pid
+        answer = httpx.get(server.url + "/close-listener", timeout=10)
+        assert answer.text == f"pid {first}"  # sent after its listener was closed
+        assert server.is_alive() and server.refuses_connections()
+
+        assert pool.ensure("Closing") is server
+        assert server.pid != first and gone(first)
+        assert httpx.get(server.url + "/", timeout=10).text == f"pid {server.pid}"
+        log = next(tmp_path.glob("Closing-*.log")).read_text()
+        assert f"refuses connections while process {first} is still there" in log
 
 
 def test_embedded_server_killed_mid_episode_is_restarted(tmp_path):
-    name = embedded_names()[0]
-    spec = next(s for s in load_default_specs().values() if s.embedded == name)
+    # Maze, on the embedded lmrlgym server: every installation has it, and it starts fast
+    spec = load_default_specs()["Maze"]
+    assert spec.embedded == "lmrlgym"
     with ServerPool([spec], log_dir=tmp_path, attach_running=False) as pool:
         server = pool.start(spec.name)
         base = pool.base_url(spec.name)
+        first = server.pid
 
         async def create():
             async with EnvClient(base, env=spec.name, dialect=spec.dialect, timeout=30) as client:
                 return await client.create()
 
         assert isinstance(asyncio.run(create()), int)
-        os.kill(server.pid, signal.SIGKILL)
+        os.kill(first, signal.SIGKILL)
         with pytest.raises(EnvUnreachable):
             asyncio.run(create())
-        pool.ensure(spec.name)
+        # called at once, as a retry does: the killed process may not be reaped yet
+        assert pool.ensure(spec.name) is server and server.pid != first
         assert isinstance(asyncio.run(create()), int)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import signal
 import subprocess
 from collections import Counter
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from nats_server import NatsServer, read_stream
+from pytest_agentgym.queue.worker import nak_delay
 from queue_fleet import Fleet, env_with_repo, pytest_command, records, suites, wait_until, worker_profile
 
 pytestmark = pytest.mark.faults
@@ -138,6 +140,15 @@ def test_a_worker_that_cannot_serve_an_env_naks_it_to_one_that_can(tmp_path, fle
     assert "2 worker(s), 4 slot(s): maze-only" in output, output  # the header's roll call
     played_by = {(r["env"], r["worker"]) for r in records(root / "reports" / "split")}
     assert played_by == {("Maze", "maze-only"), ("Wordle", "wordle-only")}
+
+
+def test_the_nak_delay_of_an_unserved_item_varies_around_the_configured_delay():
+    # A fixed delay lets two workers that nak each other's items fall into step, each
+    # getting back the item it has just naked until MaxDeliver (see nak_delay).
+    rng = random.Random(7)
+    delays = [nak_delay(2.0, rng) for _ in range(200)]
+    assert all(1.0 <= d < 3.0 for d in delays)
+    assert len(set(delays)) == 200 and min(delays) < 1.5 and max(delays) > 2.5
 
 
 def test_an_item_no_worker_can_serve_becomes_worker_lost_after_max_deliver(tmp_path, fleet):

@@ -6,7 +6,9 @@ a run would, then takes work items from the queue's durable pull consumer, up
 to ``--concurrency`` at once. For each item it
 
 1. naks it with a delay when it cannot serve the environment (not in its
-   profile, or its server would not start), so another worker takes it;
+   profile, or its server would not start), so another worker takes it; the
+   delay is ``--nak-delay`` times a random factor between 0.5 and 1.5
+   (:func:`nak_delay`);
 2. acks it at once when the results stream already holds its result (the ack of
    an earlier delivery was lost, e.g. across a server restart);
 3. plays the episode, sending an in-progress ack every third of AckWait;
@@ -26,6 +28,7 @@ import asyncio
 import dataclasses
 import logging
 import os
+import random
 import signal
 import socket
 import time
@@ -58,6 +61,20 @@ class WorkerConfig:
     reconnect_s: float = 60.0
     heartbeat_s: float = 10.0
     nak_delay_s: float = 5.0
+
+
+def nak_delay(base_s: float, rng: random.Random | None = None) -> float:
+    """The redelivery delay of an item this worker cannot serve: ``base_s`` times a
+    random factor in [0.5, 1.5).
+
+    Not a fixed delay: JetStream hands an item that comes back to the oldest waiting
+    pull request. Two workers that each hold an item only the other one serves, naking
+    them with one fixed delay, fall into step: both items come back at the same moment,
+    go to the waiting pulls in the same order as last time, so each worker gets back the
+    item it has just naked, again and again until MaxDeliver makes it WorkerLost. A
+    random delay lets the items come back at different moments, each time to whichever
+    worker pulls then."""
+    return base_s * (0.5 + (rng or random).random())
 
 
 def default_name() -> str:
@@ -206,7 +223,7 @@ class Worker:
         progress = asyncio.ensure_future(self._keep_alive(msg))  # a server start may take a while too
         try:
             if not await self._can_serve(item.env):
-                await msg.nak(delay=self.config.nak_delay_s)
+                await msg.nak(delay=nak_delay(self.config.nak_delay_s))
                 return
             address = self.config.address
             subject = address.result_subject(item.run_id, item.env, item.task_index, item.repeat)

@@ -58,6 +58,10 @@ ANY_ANSWER = HealthCheck("/")
 HEALTH_ENDPOINT = HealthCheck("/health", require_ok=True)
 
 
+#: what :func:`probe` answers when nothing listens on the port
+REFUSED = "connection refused"
+
+
 def probe_client() -> httpx.Client:
     """The HTTP client for health probes: make one per lifecycle (a server, a pool)
     and reuse it for every poll. Building a client builds an SSL context, which
@@ -81,7 +85,7 @@ def probe(url: str, timeout: float, check: HealthCheck = ANY_ANSWER,
     try:
         response = client.get(url.rstrip("/") + check.path, timeout=timeout)
     except httpx.ConnectError:
-        return "connection refused"
+        return REFUSED
     except httpx.ConnectTimeout:
         return f"connecting took longer than {timeout:g} s"
     except httpx.TimeoutException:

@@ -263,16 +263,26 @@ class ServerPool:
     def ensure(self, env: str) -> ManagedServer:
         """Like :meth:`start` (which also starts a server whose earlier start failed),
         but a spawned server that has died is restarted on its port, with the same
-        back-off; an attached one that stopped answering is an error."""
+        back-off; an attached one that stopped answering is an error.
+
+        A spawned server counts as dead when its process has ended, and also when
+        its port refuses connections while the process is still there: a killed
+        process closes its listening socket before its exit can be seen, and a
+        client that was refused may call this in between."""
         with self._lock:
             server = self.start(env)
-            if server.is_alive():
-                return server
             if server.attached:
+                if server.is_alive():
+                    return server
                 raise ServerError(
                     f"environment server {env} at {server.url} stopped answering; it is attached, "
                     "not started here: restart it where it runs"
                 )
+            if server.is_alive():
+                if not server.refuses_connections():
+                    return server
+                server.note(f"restarting: {server.url} refuses connections while process "
+                            f"{server.pid} is still there (killed, or its listener closed)")
             return self.restart(env)
 
     def restart(self, env: str) -> ManagedServer:

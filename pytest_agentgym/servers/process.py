@@ -39,6 +39,7 @@ from pytest_agentgym.servers.health import (
     DEFAULT_HOST,
     Advice,
     Command,
+    REFUSED,
     HealthCheck,
     build_argv,
     describe_exit,
@@ -352,6 +353,15 @@ class ManagedServer:
         if self.attached:
             return self._probe(self.probe_timeout) is None
         return self._proc is not None and self._proc.poll() is None
+
+    def refuses_connections(self) -> bool:
+        """Whether nothing listens on the server's port now (the health probe is refused).
+
+        For a spawned server that answered before, this means it is going away even
+        while :meth:`is_alive` still says yes: a process killed by a signal closes
+        its sockets before it can be reaped, so for a moment its port refuses while
+        ``poll()`` still reports it running. A slow or busy server is not refused."""
+        return self._probe(self.probe_timeout) == REFUSED
 
     def poll(self) -> int | None:
         """The exit code once the spawned process has ended (negative: killed by
