@@ -361,15 +361,20 @@ class RunResources:
 
     def stop(self) -> None:
         """Close the engine and stop what this process started (idempotent)."""
+        from pytest_agentgym.servers.process import in_parallel
+
         if self.engine is not None:
             self.engine.close()
+        stops = []  # side by side: each waits for its processes to exit
         if self._pool is not None:
-            self._pool.stop_all()
+            stops.append(self._pool.stop_all)
             self._pool = None
         if self._chosen is not None and self.worker is None:
-            self._chosen.close()
-        if self._spawned_agent is not None:  # a no-op when it became the chosen endpoint
-            self._spawned_agent.stop()
+            stops.append(self._chosen.close)
+        chosen_process = getattr(self._chosen, "process", None)
+        if self._spawned_agent is not None and self._spawned_agent is not chosen_process:
+            stops.append(self._spawned_agent.stop)  # spawned, then not chosen (a failed launch)
+        in_parallel(stops)
 
     @property
     def chosen(self) -> Any:

@@ -171,9 +171,9 @@ class EvaluationRun:
             return
         self._began = True
         self.ledger.open_log(None if self.worker is None else self.worker.get("workerid"))
-        chosen = self.resources.start_all(env_names)  # without a model: no server is left running
-        for name in env_names:
+        for name in env_names:  # their imports and templates, while the servers still boot
             self._adapter(name)
+        chosen = self.resources.start_all(env_names)  # without a model: no server is left running
         if self.worker is None:
             self._open_records(chosen, env_names)
         if chosen is not None:  # else every episode becomes an error record (see submit)

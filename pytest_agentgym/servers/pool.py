@@ -36,6 +36,7 @@ from pytest_agentgym.servers.process import (
     ServerCommandError,
     ServerError,
     ServerStartError,
+    in_parallel,
 )
 
 log = logging.getLogger("pytest_agentgym.servers")
@@ -298,8 +299,7 @@ class ServerPool:
 
     def stop_all(self) -> None:
         with self._lock:
-            for server in [*self._servers.values(), *self._spawned.values()]:
-                server.stop()
+            in_parallel([server.stop for server in [*self._servers.values(), *self._spawned.values()]])
             self._servers.clear()
             self._spawned.clear()
             if self._http is not None:

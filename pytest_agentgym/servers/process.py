@@ -26,7 +26,7 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 from urllib.parse import urlsplit
@@ -433,6 +433,20 @@ class ManagedServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def in_parallel(calls: "list[Callable[[], object]]") -> None:
+    """Run ``calls`` side by side, one thread each, and wait for all (the first failure is
+    raised). Stopping a server waits for it to exit (uvicorn takes 0.1-0.2 s); stopping
+    several one after another would add those waits up."""
+    if len(calls) <= 1:
+        for call in calls:
+            call()
+        return
+    with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="agentgym-stop") as pool:
+        futures = [pool.submit(call) for call in calls]
+    for future in futures:
+        future.result()
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
