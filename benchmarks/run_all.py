@@ -297,6 +297,7 @@ def main() -> None:
         parser.error(f"--only: unknown benchmark(s) {', '.join(sorted(unknown))}; known: {', '.join(benches)}")
     samples: dict[str, dict[str, list[float]]] = {}
     skipped: dict[str, str] = {}
+    failed: dict[str, list[str]] = {}  # "bench tree" -> why each failed run gave no figure
     extra: dict[str, dict[str, Any]] = {}
     server = None
     try:
@@ -318,7 +319,14 @@ def main() -> None:
             for name in chosen:
                 for label, tree in trees.items():
                     started = time.monotonic()
-                    figures = benches[name](tree, work, args.quick, **extra.get(name, {}))
+                    try:
+                        figures = benches[name](tree, work, args.quick, **extra.get(name, {}))
+                    except (RuntimeError, subprocess.TimeoutExpired) as exc:  # one run, not the rest
+                        why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                        failed.setdefault(f"{name} {label}", []).append(why)
+                        print(f"[{repeat + 1}/{args.repeats}] {name:14s} {label:6s} {time.monotonic() - started:6.1f} s  "
+                              f"FAILED {why}", flush=True)
+                        continue
                     print(f"[{repeat + 1}/{args.repeats}] {name:14s} {label:6s} {time.monotonic() - started:6.1f} s  "
                           + "  ".join(f"{k}={v:.4g}" for k, v in figures.items()), flush=True)
                     for key, value in figures.items():
@@ -330,8 +338,11 @@ def main() -> None:
     table = {name: {label: summarize(values) for label, values in by_tree.items()}
              for name, by_tree in samples.items()}
     _print_table(table, trees, skipped)
+    for what, whys in failed.items():
+        print(f"{what}: {len(whys)} of {args.repeats} run(s) failed ({whys[0]})")
     _write(args.out, {"trees": {k: str(v) for k, v in trees.items()}, "repeats": args.repeats,
-                      "quick": args.quick, "figures": table, "samples": samples, "skipped": skipped})
+                      "quick": args.quick, "figures": table, "samples": samples, "skipped": skipped,
+                      "failed": failed})
 
 
 def _write(out: str, data: dict[str, Any]) -> None:
@@ -348,7 +359,7 @@ def samples_from_logs(paths: list[str]) -> dict[str, dict[str, list[float]]]:
     for path in paths:
         for line in Path(path).read_text().splitlines():
             parts = line.split()
-            if len(parts) < 5 or not parts[0].startswith("["):
+            if len(parts) < 5 or not parts[0].startswith("[") or parts[5:6] == ["FAILED"]:
                 continue
             name, label = parts[1], parts[2]
             for pair in parts[5:]:
