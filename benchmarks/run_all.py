@@ -233,9 +233,13 @@ def bench_memory(tree: Path, work: Path, quick: bool) -> dict[str, float]:
     return {"kb_per_episode": slope / 1024, "record_kb": record_kb, "rss_mb_at_end": ys[-1] / 2**20}
 
 
-_RENDER = ("import resource, sys, time; t = time.perf_counter(); "
+# The peak is VmHWM (this process's own high-water mark), not getrusage's ru_maxrss: Linux
+# carries ru_maxrss across exec from the forking process, so it reported the size of this
+# benchmark's process (which holds the synthetic run) for every tree alike.
+_RENDER = ("import re, sys, time; t = time.perf_counter(); "
            "from pytest_agentgym.report.render import render_run_dir; render_run_dir(sys.argv[1]); "
-           "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+           "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1); "
+           "print(time.perf_counter() - t, hwm)")
 
 
 def bench_report(tree: Path, work: Path, quick: bool, *, synthetic: Path) -> dict[str, float]:
@@ -310,11 +314,8 @@ def main() -> None:
                 server = _maze_server(work)
                 extra["agentgym"] = {"python": python, "server_url": server[1]}
         if "report" in chosen:
-            sys.path.insert(0, str(REPO / "tests"))
-            from report_fixtures import synthetic_run
-
-            extra["report"] = {"synthetic": synthetic_run(work / "synthetic", 1000 if args.quick else 10_000,
-                                                          seed=10).path}
+            extra["report"] = {"synthetic": _synthetic_run(trees.get("before", REPO), work / "synthetic",
+                                                           1000 if args.quick else 10_000)}
         for repeat in range(args.repeats):
             for name in chosen:
                 for label, tree in trees.items():
@@ -366,6 +367,21 @@ def samples_from_logs(paths: list[str]) -> dict[str, dict[str, list[float]]]:
                 key, _, value = pair.partition("=")
                 samples.setdefault(f"{name}.{key}", {}).setdefault(label, []).append(float(value))
     return samples
+
+
+def _synthetic_run(tree: Path, where: Path, episodes: int) -> Path:
+    """A synthetic run made by ``tree``'s own tests/report_fixtures.py (the before tree's when
+    there is one): newer records carry fields an older reader rejects line by line, and a
+    before tree that skips every line renders an empty report in no time."""
+    made = subprocess.run(
+        [sys.executable, "-c", "import sys; from pathlib import Path; from report_fixtures import synthetic_run; "
+                               "print(synthetic_run(Path(sys.argv[1]), int(sys.argv[2]), seed=10).path)",
+         str(where), str(episodes)],
+        cwd=tree, capture_output=True, text=True, timeout=RUN_LIMIT_S,
+        env={**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{tree / 'tests'}"})
+    if made.returncode != 0:
+        raise RuntimeError(f"could not make the synthetic run with {tree}: {made.stderr[-2000:]}")
+    return Path(made.stdout.strip().splitlines()[-1])
 
 
 def _maze_server(work: Path) -> tuple[subprocess.Popen, str]:
