@@ -6,6 +6,18 @@
 Runs ``Evaluator.generate_experience`` with its ``APIAgent`` (AgentGym's client
 package ``agentenv``, which must be importable: it is not on PyPI under that
 name, so install it from the AgentGym repository into a separate environment).
+What worked here (AgentGym 3ef9235, agentenv 0.2.0, Python 3.11; about 1.2 GB):
+
+    git -C <AgentGym checkout> archive HEAD agentenv | tar -x -C /work/agentgym-src
+    python3 -m venv /work/venv-agentenv
+    /work/venv-agentenv/bin/pip install torch==2.13.0      # a CPU build
+    /work/venv-agentenv/bin/pip install --no-deps -e /work/agentgym-src/agentenv
+    /work/venv-agentenv/bin/pip install transformers openai requests numpy
+
+(``--no-deps``: its declared trl, deepspeed, wandb... are not needed by the
+evaluation loop; the last line is what ``agentenv.controller`` and
+``agentenv.envs`` import.) ``run_all.py`` looks for /work/venv-agentenv/bin/python
+(``--agentgym-python``).
 One episode at a time, as AgentGym does. Prints one JSON line: episodes,
 wall seconds of the loop, this process's CPU seconds in it, and each task's
 reward. The client's own prints go to stderr.
