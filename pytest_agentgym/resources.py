@@ -98,7 +98,8 @@ class RunResources:
         self.generation = 1
         self.run_dir = ""
         self._warmed = False
-        #: the first endpoint's reference agent, spawned before the endpoint is chosen
+        #: the first endpoint's reference agent, spawned before the endpoint is chosen (and
+        #: ours to stop until the chosen endpoint takes it over)
         self._spawned_agent = None  # servers.process.ManagedServer
         if worker_input is not None:
             self.env_urls = dict(worker_input["agentgym_env_urls"])
@@ -159,6 +160,8 @@ class RunResources:
                 self.log_dir.mkdir(parents=True, exist_ok=True)
                 self._chosen = choose_endpoint(self.model_settings(), log_dir=self.log_dir,
                                                spawned=self._spawned_agent)
+                if self._chosen.process is self._spawned_agent:
+                    self._spawned_agent = None  # the chosen endpoint owns it now, and stops it
         return self._chosen
 
     def spawn_endpoint_ahead(self) -> None:
@@ -371,9 +374,8 @@ class RunResources:
             self._pool = None
         if self._chosen is not None and self.worker is None:
             stops.append(self._chosen.close)
-        chosen_process = getattr(self._chosen, "process", None)
-        if self._spawned_agent is not None and self._spawned_agent is not chosen_process:
-            stops.append(self._spawned_agent.stop)  # spawned, then not chosen (a failed launch)
+        if self._spawned_agent is not None:  # spawned ahead, never handed to a chosen endpoint
+            stops.append(self._spawned_agent.stop)
         in_parallel(stops)
 
     @property

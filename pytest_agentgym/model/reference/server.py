@@ -195,10 +195,11 @@ class ReferenceAgentApp:
         await send({"type": "http.response.body", "body": payload})
 
     async def answer(self, method: str, path: str, body: bytes) -> _Answer:
-        handler = self.routes.get((method, path.rstrip("/") or "/"))
+        route = path.rstrip("/") or "/"
+        handler = self.routes.get((method, route))
         if handler is not None:
             return await handler(body)
-        if any(p == (path.rstrip("/") or "/") for _, p in self.routes):
+        if any(known == route for _, known in self.routes):
             return _error(405, f"{method} is not allowed on {path}")
         return _error(404, f"no route {path} here; the reference agent serves "
                            f"{', '.join(f'{m} {p}' for m, p in self.routes)}", code="not_found")
