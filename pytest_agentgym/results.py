@@ -10,6 +10,7 @@ The schema is documented in docs/results.md.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal
 
@@ -35,6 +36,12 @@ Outcome = Literal["passed", "failed", "unsolved", "error"]
 #: run.json still says running but its process is gone).
 RUN_STATUSES = ("running", "finished", "finished-with-errors", "no-episode-scored",
                 "interrupted", "crashed")
+
+
+@functools.cache
+def _field_names(cls: type) -> frozenset[str]:
+    """The field names of a dataclass (from_dict runs once per line of episodes.jsonl)."""
+    return frozenset(f.name for f in dataclasses.fields(cls))
 
 
 @dataclass(frozen=True)
@@ -146,7 +153,7 @@ class EpisodeRecord:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "EpisodeRecord":
         """Inverse of :meth:`to_dict`; unknown keys (from newer writers) are ignored."""
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = _field_names(cls)
         kwargs = {k: v for k, v in data.items() if k in names}
         kwargs["turns"] = tuple(Turn(**t) for t in data.get("turns", ()))
         kwargs["retried"] = tuple(ErrorInfo(**e) for e in data.get("retried", ()))
@@ -202,7 +209,7 @@ class RunInfo:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "RunInfo":
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = _field_names(cls)
         kwargs = {k: v for k, v in data.items() if k in names}
         for key in ("environments", "notes", "gates", "resumed_at", "merged_from"):
             if key in kwargs:

@@ -50,6 +50,7 @@ from pytest_agentgym.report.payload import (  # noqa: F401  (re-exported: the pa
     CHUNK_BYTES,
     COMPRESS_ABOVE,
     TURN_FIELDS,
+    UTF8_ERRORS,
     Chunk,
     PackedRun,
     build_payload,
@@ -104,7 +105,7 @@ def write_page(parts: Iterable[str], target: Path) -> Path:
     """Write a page's pieces to ``target`` (through a temporary file, then renamed)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
+    with tmp.open("w", encoding="utf-8", errors=UTF8_ERRORS) as handle:
         handle.writelines(parts)  # streamed: a 10,000-episode page is never one string
     tmp.replace(target)
     return target
