@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from pytest_agentgym.jsonl import finite_json, strict_dumps
+from pytest_agentgym.jsonl import finite_json, json_utf8, strict_dumps
 from pytest_agentgym.redact import redact_data
 from pytest_agentgym.results import EpisodeRecord, RunInfo
 
@@ -63,7 +63,7 @@ class Event:
     def data(self) -> bytes:
         """The payload as compact, strict UTF-8 JSON (NaN and infinities as null), the
         bytes that go on the wire."""
-        return strict_dumps(finite_json(self.payload), separators=(",", ":"), default=str).encode("utf-8")
+        return json_utf8(strict_dumps(finite_json(self.payload), separators=(",", ":"), default=str))
 
     def to_dict(self) -> dict[str, Any]:
         """The form kept in the outbox: ``{"subject", "msg_id", "payload"}``."""

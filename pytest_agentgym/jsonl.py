@@ -136,9 +136,17 @@ def strict_dumps(data: Any, **options: Any) -> str:
         return json.dumps(clean, allow_nan=False, **options)
 
 
+def json_utf8(text: str) -> bytes:
+    """JSON text (written with ``ensure_ascii=False``) as UTF-8 bytes. Half a surrogate
+    pair (a reply cut inside an emoji arrives as ``"\\ud83d"``) has no UTF-8 form; it is
+    written as that ``\\ud83d`` escape. Only a JSON string can hold one, so the
+    bytes are valid JSON and read back as the same string."""
+    return text.encode("utf-8", "backslashreplace")
+
+
 def encode_line(data: Any, *, default: Callable[[Any], Any] | None = None) -> bytes:
-    """One strict JSON line, UTF-8, ending in a newline."""
-    return (strict_dumps(data, default=default) + "\n").encode("utf-8")
+    """One strict JSON line, UTF-8 (see :func:`json_utf8`), ending in a newline."""
+    return json_utf8(strict_dumps(data, default=default) + "\n")
 
 
 # --------------------------------------------------------------------------- appending

@@ -39,6 +39,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from pytest_agentgym.jsonl import json_utf8
+
 #: seconds a connection may sit idle before it is closed rather than reused
 IDLE_EXPIRY_S = 4.0
 _HEAD_LIMIT = 64 * 1024
@@ -255,7 +257,7 @@ class RawAnswer:
 
 def encode_json(value: Any) -> bytes:
     """A request body as httpx encodes ``json=``: compact, UTF-8, no NaN."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    return json_utf8(json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
 
 
 class Route:

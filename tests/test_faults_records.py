@@ -213,6 +213,25 @@ def test_non_finite_numbers_are_written_as_strict_json_with_a_note(tmp_path):
     assert strict_json(run.run_file.read_text())["settings"]["max_drop"] is None
 
 
+def test_half_a_surrogate_pair_is_written_as_its_escape_everywhere(tmp_path):
+    """A reply cut inside an emoji (``"\\ud83d"`` from the model) has no UTF-8 form; every
+    writer puts it down as that escape, and every reader gets the same string back."""
+    from pytest_agentgym.queue import wire
+
+    cut = "half \ud83d of 😀"
+    run = RunDir.create(tmp_path, "r1")
+    run.append_episode(record(0, turns=(Turn(0, "o", cut, "a", "f", 0.0, True, 0.1, 0.1),)))
+    assert b"half \\ud83d of \xf0\x9f\x98\x80" in run.episodes_file.read_bytes()
+    assert run.read_episodes()[0].turns[0].reply == cut and not run.skipped
+
+    event = Event("agentgym.episode.completed.v1", "r1:0", {"reply": cut})
+    assert json.loads(event.data().decode("utf-8")) == {"reply": cut}
+    Outbox(tmp_path / "outbox.jsonl").append(event)
+    assert [e.payload for e in Outbox(tmp_path / "outbox.jsonl").read()[0]] == [{"reply": cut}]
+    data, headers = wire.encode({"reply": cut})
+    assert wire.decode(data, headers) == {"reply": cut}
+
+
 def lock_waiters(path: Path) -> int:
     """How many flock requests wait on ``path`` (lines "N: -> FLOCK ..." of /proc/locks)."""
     inode = os.stat(path).st_ino

@@ -346,3 +346,26 @@ def test_errors_cross_a_process_boundary_whole(error):
     copy = pickle.loads(pickle.dumps(error))
     assert type(copy) is type(error) and str(copy) == str(error)
     assert copy.__dict__ == error.__dict__
+
+
+# -- half a surrogate pair: a reply cut inside an emoji ------------------------------
+
+
+def test_a_reply_with_half_a_surrogate_pair_plays_on_and_is_recorded_as_given(id_server, tmp_path):
+    """A server that cuts a reply inside an emoji sends ``"\\ud83d"``: a Python string with
+    no UTF-8 form. The next request (which carries the reply back) and the record must still
+    be written; the reply reads back from episodes.jsonl as the model gave it."""
+    from pytest_agentgym.store import RunDir
+
+    reply = "Thought: almost 😀 then \ud83d\nAction: move up"
+    set_fault(id_server, step_reward=1)
+    with FakeEndpoint(script=[ok(reply)]) as fake:
+        record = play(id_server, fake, env_spec("Maze", max_rounds=2))
+        second = fake.chat_requests()[1].body
+    assert (record.error, record.stop_reason, record.rounds) == (None, "max_rounds", 2)
+    assert [t.reply for t in record.turns] == [reply, reply]
+    assert second["messages"][-2] == {"role": "assistant", "content": reply}  # sent back whole
+    run = RunDir.create(tmp_path, "surrogate")
+    run.append_episode(record)
+    (stored,) = run.read_episodes()
+    assert [t.reply for t in stored.turns] == [reply, reply] and not run.skipped

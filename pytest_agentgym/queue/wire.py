@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 from pytest_agentgym.events import EVENT_SCHEMA_VERSION, FIELD_STATUS, utc_now
-from pytest_agentgym.jsonl import finite_json, strict_dumps
+from pytest_agentgym.jsonl import finite_json, json_utf8, strict_dumps
 from pytest_agentgym.results import EpisodeRecord
 
 WIRE_VERSION = 1
@@ -36,7 +36,7 @@ class WireError(ValueError):
 
 
 def encode(payload: Mapping[str, Any]) -> tuple[bytes, dict[str, str]]:
-    data = strict_dumps(finite_json(payload), separators=(",", ":"), default=str).encode("utf-8")
+    data = json_utf8(strict_dumps(finite_json(payload), separators=(",", ":"), default=str))
     if len(data) > COMPRESS_ABOVE:
         return zlib.compress(data, 6), {ENCODING_HEADER: "zlib"}
     return data, {}

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import orjson
 from markupsafe import Markup
 
-from pytest_agentgym.jsonl import SkippedLine, finite_json, parse_line, read_records
+from pytest_agentgym.jsonl import SkippedLine, finite_json, json_utf8, parse_line, read_records
 from pytest_agentgym.redact import redact_text
 from pytest_agentgym.results import EpisodeRecord, Turn
 
@@ -36,8 +36,6 @@ CHUNK_BYTES = 256_000
 #: Turn fields, in the order each turn is stored in the embedded JSON.
 TURN_FIELDS = ("index", "observation", "reply", "action", "feedback", "reward", "done",
                "model_latency_s", "env_latency_s", "prompt_tokens", "completion_tokens", "score")
-#: How text with half a surrogate pair is written as UTF-8: as its JSON escape (see gzip_chunk)
-UTF8_ERRORS = "backslashreplace"
 #: Closed chunks that may wait for the gzip thread (each about CHUNK_BYTES of text)
 ZIP_AHEAD = 4
 #: gzip level of the chunks: level 1 packs text like this nearly as small as 6, several times faster
@@ -220,12 +218,9 @@ class TrajectoryPacker:
 
 
 def gzip_chunk(number: int, raw: str) -> Chunk:
-    """A chunk's JSON text gzipped (level :data:`GZIP_LEVEL`, no timestamp) and base64-encoded.
-
-    Half a surrogate pair (a reply cut inside an emoji, read from a ``\\ud83d``
-    escape) has no UTF-8 form: it is written back as that escape, which JSON.parse
-    reads as it was."""
-    packed = gzip.compress(raw.encode("utf-8", UTF8_ERRORS), compresslevel=GZIP_LEVEL, mtime=0)
+    """A chunk's JSON text gzipped (level :data:`GZIP_LEVEL`, no timestamp) and base64-encoded
+    (half a surrogate pair as its escape: :func:`~pytest_agentgym.jsonl.json_utf8`)."""
+    packed = gzip.compress(json_utf8(raw), compresslevel=GZIP_LEVEL, mtime=0)
     return Chunk(number, "gzip-base64", Markup(base64.b64encode(packed).decode("ascii")))
 
 

@@ -50,7 +50,6 @@ from pytest_agentgym.report.payload import (  # noqa: F401  (re-exported: the pa
     CHUNK_BYTES,
     COMPRESS_ABOVE,
     TURN_FIELDS,
-    UTF8_ERRORS,
     Chunk,
     PackedRun,
     build_payload,
@@ -105,7 +104,9 @@ def write_page(parts: Iterable[str], target: Path) -> Path:
     """Write a page's pieces to ``target`` (through a temporary file, then renamed)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + ".tmp")
-    with tmp.open("w", encoding="utf-8", errors=UTF8_ERRORS) as handle:
+    # half a surrogate pair is written as its escape, as jsonl.json_utf8 does (it can sit only in JSON strings
+    # or in text that shows it); the page stays valid UTF-8
+    with tmp.open("w", encoding="utf-8", errors="backslashreplace") as handle:
         handle.writelines(parts)  # streamed: a 10,000-episode page is never one string
     tmp.replace(target)
     return target
