@@ -280,7 +280,8 @@ class PackedRun:
 def parse_fast(raw: bytes) -> Any:
     """A line of episodes.jsonl read by orjson (about twice as fast as the standard
     library); a line orjson refuses (NaN, a lone surrogate, not UTF-8) is read by
-    :func:`~pytest_agentgym.jsonl.parse_line`, which gives the usual answer or error."""
+    :func:`~pytest_agentgym.jsonl.parse_line`, which gives the usual answer or error.
+    One difference stays: orjson reads an integer beyond 64 bits as a float."""
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
