@@ -419,7 +419,7 @@ def _synthetic_run(tree: Path, where: Path, episodes: int) -> Path:
 
 
 def _maze_server(work: Path) -> tuple[subprocess.Popen, str]:
-    """One embedded Maze/Wordle server (this checkout's), shared by both loops."""
+    """One embedded Maze/Wordle server (this checkout's), shared by both loops of `agentgym` and by `step_cost`."""
     import socket
 
     import httpx
