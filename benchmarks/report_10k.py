@@ -73,15 +73,19 @@ _RENDER = ("from pytest_agentgym.report.render import render_run_dir; import sys
            "'plain': False}[sys.argv[3]])")
 
 
+# The peak is the child's own VmHWM: getrusage's ru_maxrss is carried across exec from the
+# forking process, so it would report this process (which has built the run) for every child.
+_PEAK = "; import re; print(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1))"
+
+
 def in_child(code: str, *args: str) -> tuple[float, float]:
-    """Run ``code`` in a fresh interpreter; its wall time in s and peak RSS in MB."""
+    """Run ``code`` in a fresh interpreter; its wall time in s and peak RSS (VmHWM) in MB."""
     started = time.perf_counter()
-    child = subprocess.Popen([sys.executable, "-c", code, *args])
-    _, status, usage = os.wait4(child.pid, 0)
-    child.returncode = os.waitstatus_to_exitcode(status)
+    child = subprocess.run([sys.executable, "-c", code + _PEAK, *args], stdout=subprocess.PIPE, text=True)
+    wall = time.perf_counter() - started
     if child.returncode:
         raise SystemExit(f"{code!r} failed with exit code {child.returncode}")
-    return time.perf_counter() - started, usage.ru_maxrss / 1024  # ru_maxrss is in KiB on Linux
+    return wall, int(child.stdout.split()[-1]) / 1024  # VmHWM is in kB
 
 
 def measure_load(chromium: str, path: Path, loads: int, profile: Path, episode_id: str) -> dict[str, float]:

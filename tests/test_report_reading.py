@@ -191,3 +191,15 @@ def test_chunks_are_gzipped_off_the_reading_thread(tmp_path, monkeypatch):
     chunks = packed.packer.finish()
     assert len(chunks) > 1 and threads and threading.current_thread().name not in threads
     assert sum(len(_unpack(c)) for c in chunks) == 20
+
+
+def test_a_plain_report_escapes_each_block_as_it_closes(tmp_path, monkeypatch):
+    """compress=False cannot switch to gzip later, so a closed block is escaped at once and its
+    raw text dropped: the 10,000-episode plain page does not hold its 74 MB twice at the end."""
+    monkeypatch.setattr(payload, "CHUNK_BYTES", 600)
+    run = write_run(tmp_path, make_info(), [make_episode("Maze", n) for n in range(20)])
+    packed = read_for_report(run.episodes_file, compress=False)
+    closed = list(packed.packer.chunks)  # before finish: the blocks closed while reading
+    assert len(closed) > 1 and {c.encoding for c in closed} == {"json"}
+    chunks = packed.packer.finish()
+    assert chunks[:len(closed)] == closed and sum(len(_unpack(c)) for c in chunks) == 20

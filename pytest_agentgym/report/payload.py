@@ -188,6 +188,8 @@ class TrajectoryPacker:
         raw = "[" + ",".join(texts) + "]"
         if self.zipped:
             self._zip(number, raw)
+        elif self._compress is False:  # plain for good: escaped now, not held twice at the end
+            self.chunks.append(Chunk(number, "json", escape_json_text(raw)))
         else:
             self._raw.append((number, raw))
 
