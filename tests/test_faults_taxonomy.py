@@ -369,3 +369,25 @@ def test_a_reply_with_half_a_surrogate_pair_plays_on_and_is_recorded_as_given(id
     run.append_episode(record)
     (stored,) = run.read_episodes()
     assert [t.reply for t in stored.turns] == [reply, reply] and not run.skipped
+
+
+def test_through_the_sdk_half_a_surrogate_pair_is_sent_as_a_replacement_character():
+    """An injected HTTP client (as for https:// endpoints) sends through the SDK, which encodes
+    bodies as strict UTF-8: the request carries U+FFFD for the half, the call succeeds."""
+    reply = "Thought: almost 😀 then \ud83d\nAction: move up"
+    conversation = [*MESSAGES, {"role": "assistant", "content": reply}, {"role": "user", "content": "again"}]
+
+    async def ask(url: str):
+        client = EndpointClient(url, "fake-model", retry=FAST_RETRY, request_timeout=60,
+                                http_client=httpx.AsyncClient())
+        try:
+            assert client._route is None  # the SDK sends
+            return await client.chat(conversation)
+        finally:
+            await client.aclose()
+
+    with FakeEndpoint(script=[ok(reply)]) as fake:
+        answer = asyncio.run(ask(fake.base_url))
+        sent = fake.chat_requests()[-1].body["messages"]
+    assert answer.text == reply  # the answer as given
+    assert sent[1]["content"] == reply.replace("\ud83d", "\ufffd") and len(fake.chat_requests()) == 1

@@ -411,8 +411,12 @@ class EndpointClient:
         and content headers with a body encoded here. A non-2xx answer is
         raised as :class:`_StatusAnswer`, read as the SDK's ``APIStatusError`` is."""
         if self._route is None:
-            return await self._sdk.post(CHAT_PATH, cast_to=httpx.Response, body=body,
-                                        options={"timeout": timeout})
+            try:
+                return await self._sdk.post(CHAT_PATH, cast_to=httpx.Response, body=body,
+                                            options={"timeout": timeout})
+            except UnicodeEncodeError:  # the SDK cannot encode half a surrogate pair (a cut reply)
+                return await self._sdk.post(CHAT_PATH, cast_to=httpx.Response, body=_whole_characters(body),
+                                            options={"timeout": timeout})
         answer = await self._route.request("POST", CHAT_PATH, encode_json(body), timeout)
         if not 200 <= answer.status_code < 300:
             raise _StatusAnswer(answer)
@@ -510,6 +514,20 @@ class _StatusAnswer(Exception):
             body = text
         self.body = body.get("error", body) if isinstance(body, dict) else body
         super().__init__(f"Error code: {self.status_code}")
+
+
+def _whole_characters(value: Any) -> Any:
+    """``value`` with each half of a surrogate pair in its strings replaced by U+FFFD, for the
+    SDK, which encodes a body as strict UTF-8 (the direct route sends the half as its JSON
+    escape, see jsonl.json_utf8). Only the request changes: the reply kept in the turn stays
+    as the model gave it."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, dict):
+        return {key: _whole_characters(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_whole_characters(item) for item in value]
+    return value
 
 
 def _direct_route(lean: Any, base_url: str, api_key: "_Secret") -> "Route | None":
