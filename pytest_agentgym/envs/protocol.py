@@ -50,7 +50,6 @@ Dialect = Literal["id", "env_idx"]
 _DIALECTS = ("id", "env_idx")
 
 
-
 class EnvServerError(Exception):
     """A call to an environment server failed. Always an infrastructure error."""
 
