@@ -7,7 +7,7 @@ rewards drawn with a fixed seed: BabyAI-style fractions, 0/1 elsewhere, 5%
 errors) and times summarize() on them: once cold (the first call reads the
 shipped configs/envs.yaml for the reward ranges) and the median of
 --repeats warm calls, with the ranges looked up and with ranges given.
-Also the time to import pytest_agentgym.aggregate, and whether scipy was
+Also the time to import pytest_agentgym.results.aggregate, and whether scipy was
 imported (it must not be). Numbers depend on the machine; the CPU count is
 printed next to them.
 """
@@ -32,9 +32,9 @@ def main() -> None:
     args = parser.parse_args()
 
     began = time.perf_counter()
-    from pytest_agentgym import aggregate
+    from pytest_agentgym.results import aggregate
     imported = time.perf_counter() - began
-    from pytest_agentgym.results import EpisodeRecord, ErrorInfo
+    from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo
 
     rng = random.Random(0)
     envs = ("BabyAI", "TextCraft", "Maze", "Wordle")

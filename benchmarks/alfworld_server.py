@@ -40,7 +40,7 @@ from pytest_agentgym.servers.embedded.alfworld_tasks import (
 )
 from pytest_agentgym.servers.health import free_port
 from pytest_agentgym.servers.pool import embedded_command
-from pytest_agentgym.servers.process import ManagedServer
+from pytest_agentgym.process.managed import ManagedServer
 
 
 def walkthroughs() -> dict[int, list[str]]:

@@ -38,10 +38,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pytest_agentgym import fingerprint  # noqa: E402
+from pytest_agentgym.results import fingerprint  # noqa: E402
 from pytest_agentgym.compare import compare_runs  # noqa: E402
-from pytest_agentgym.results import EpisodeRecord, RunInfo  # noqa: E402
-from pytest_agentgym.store import RunDir  # noqa: E402
+from pytest_agentgym.results.records import EpisodeRecord, RunInfo  # noqa: E402
+from pytest_agentgym.results.store import RunDir  # noqa: E402
 
 #: The lightweight battery's shape (tasks per environment).
 BATTERY = {"BabyAI": 90, "TextCraft": 100, "Maze": 25, "Wordle": 25}

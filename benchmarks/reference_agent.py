@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pytest_agentgym.model.client import EndpointClient
 from pytest_agentgym.servers.health import HEALTH_ENDPOINT, Advice, free_port
-from pytest_agentgym.servers.process import ManagedServer
+from pytest_agentgym.process.managed import ManagedServer
 
 
 def maze_conversation(i: int) -> list[dict[str, str]]:

@@ -15,10 +15,10 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from pytest_agentgym.envs import adapter_class
 from pytest_agentgym.envs.protocol import EnvClient
 from pytest_agentgym.envs.spec import load_default_specs
-from pytest_agentgym.episode import Completion, EpisodeLimits, EpisodeRequest, run_episode
-from pytest_agentgym.results import EpisodeRecord
+from pytest_agentgym.engine.episode import Completion, EpisodeLimits, EpisodeRequest, run_episode
+from pytest_agentgym.results.records import EpisodeRecord
 from pytest_agentgym.servers.pool import embedded_command
-from pytest_agentgym.servers.process import ManagedServer
+from pytest_agentgym.process.managed import ManagedServer
 
 
 @contextmanager

@@ -67,7 +67,7 @@ _OPEN = """new Promise(resolve => {
 })"""
 
 
-_READ = "from pytest_agentgym.store import RunDir; import sys; RunDir(sys.argv[1]).read_episodes()"
+_READ = "from pytest_agentgym.results.store import RunDir; import sys; RunDir(sys.argv[1]).read_episodes()"
 _RENDER = ("from pytest_agentgym.report.render import render_run_dir; import sys; "
            "render_run_dir(sys.argv[1], output=sys.argv[2], compress={'auto': None, 'gzip': True, "
            "'plain': False}[sys.argv[3]])")

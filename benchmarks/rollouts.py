@@ -28,7 +28,7 @@ from pathlib import Path
 
 import httpx
 
-from pytest_agentgym.servers.process import ManagedServer
+from pytest_agentgym.process.managed import ManagedServer
 
 HERE = Path(__file__).resolve()
 IDS = list(range(16))

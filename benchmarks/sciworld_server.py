@@ -36,7 +36,7 @@ import psutil
 from pytest_agentgym.servers.embedded.sciworld_tasks import list_games, missing_requirements, start_simulator
 from pytest_agentgym.servers.health import free_port
 from pytest_agentgym.servers.pool import embedded_command
-from pytest_agentgym.servers.process import ManagedServer
+from pytest_agentgym.process.managed import ManagedServer
 
 #: lifespan (3 kinds), find a non-living thing, a circuit, a secondary paint colour
 INDICES = [4240, 4366, 4491, 3236, 1397, 4169, 4241, 3237]

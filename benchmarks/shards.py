@@ -4,7 +4,7 @@
 
 1. Balance: the lightweight battery's selection (suites/lightweight on the local node: its
    tasks, each environment's max rounds under the node's cap as the expected cost), split
-   into N = 2..8 shards by pytest_agentgym.shards.assign (cost-balanced) and, for contrast,
+   into N = 2..8 shards by pytest_agentgym.run.shards.assign (cost-balanced) and, for contrast,
    two splits by count: round-robin in collection order, and N contiguous blocks of equal
    count (how a split by item count alone works). Printed per N: the largest shard's
    expected cost over the mean (1.000 is perfect) for each.
@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO))
 def lightweight_costs() -> dict[tuple[str, int, int], float]:
     import yaml
 
-    from pytest_agentgym.collect import episodes, load_suite
+    from pytest_agentgym.plugin.collect import episodes, load_suite
     from pytest_agentgym.envs.spec import DEFAULT_ENVS_FILE, load_specs
 
     specs = load_specs(DEFAULT_ENVS_FILE)
@@ -51,7 +51,7 @@ def lightweight_costs() -> dict[tuple[str, int, int], float]:
 
 
 def balance() -> None:
-    from pytest_agentgym.shards import assign
+    from pytest_agentgym.run.shards import assign
 
     costs = lightweight_costs()
     per_env = {}
@@ -72,10 +72,10 @@ def balance() -> None:
 
 
 def write_shards(root: Path, episodes: int, count: int) -> list[Path]:
-    from pytest_agentgym.results import EpisodeRecord, ErrorInfo, RunInfo, Turn
-    from pytest_agentgym.shards import Shard, assign, shard_record
-    from pytest_agentgym.store import RunDir
-    from pytest_agentgym.verdicts import EnvPlan, plan_record
+    from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo, RunInfo, Turn
+    from pytest_agentgym.run.shards import Shard, assign, shard_record
+    from pytest_agentgym.results.store import RunDir
+    from pytest_agentgym.run.plans import EnvPlan, plan_record
 
     rng = random.Random(0)
     envs = {"BabyAI": 20.0, "TextCraft": 20.0, "Maze": 15.0, "Wordle": 8.0}
@@ -106,7 +106,7 @@ def write_shards(root: Path, episodes: int, count: int) -> list[Path]:
 
 
 def merge_time(episodes: int, count: int, repeats: int) -> None:
-    from pytest_agentgym.merge import merge
+    from pytest_agentgym.run.merge import merge
 
     with tempfile.TemporaryDirectory() as tmp:
         paths = write_shards(Path(tmp), episodes, count)

@@ -28,7 +28,7 @@ import psutil
 
 from pytest_agentgym.servers.embedded.sqlgym_bird import BIRD_PATH_ENV, shipped_bird_dir
 from pytest_agentgym.servers.pool import embedded_command
-from pytest_agentgym.servers.process import ManagedServer
+from pytest_agentgym.process.managed import ManagedServer
 
 DEV = 9428
 

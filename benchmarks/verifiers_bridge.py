@@ -25,12 +25,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_agentgym.episode import EpisodeLimits, EpisodeRequest, run_episode  # noqa: E402
+from pytest_agentgym.engine.episode import EpisodeLimits, EpisodeRequest, run_episode  # noqa: E402
 from pytest_agentgym.integrations.verifiers import load_environment  # noqa: E402
 from pytest_agentgym.model.client import EndpointClient, Sampling  # noqa: E402
-from pytest_agentgym.resources import ModelAdapter  # noqa: E402
+from pytest_agentgym.run.services import ModelAdapter  # noqa: E402
 from pytest_agentgym.servers.health import HEALTH_ENDPOINT, Advice, free_port  # noqa: E402
-from pytest_agentgym.servers.process import ManagedServer  # noqa: E402
+from pytest_agentgym.process.managed import ManagedServer  # noqa: E402
 
 
 def spread(values: list[float]) -> str:

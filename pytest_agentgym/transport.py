@@ -39,7 +39,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from pytest_agentgym.jsonl import json_utf8
+from pytest_agentgym.results.jsonl import json_utf8
 
 #: seconds a connection may sit idle before it is closed rather than reused
 IDLE_EXPIRY_S = 4.0

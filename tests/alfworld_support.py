@@ -17,7 +17,7 @@ from pytest_agentgym.servers.embedded.alfworld_tasks import (
     missing_requirements,
     shipped_indices,
 )
-from pytest_agentgym.servers.process import ManagedServer
+from pytest_agentgym.process.managed import ManagedServer
 
 if missing_requirements() is None:
     import_alfworld()  # once, before any test imports alfworld: it would set ALFWORLD_DATA

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Sequence
 
-from pytest_agentgym import fingerprint
-from pytest_agentgym.results import ErrorInfo, Turn
-from pytest_agentgym.store import RunDir
+from pytest_agentgym.results import fingerprint
+from pytest_agentgym.results.records import ErrorInfo, Turn
+from pytest_agentgym.results.store import RunDir
 
 from report_fixtures import make_episode, make_info, make_turn, write_run
 

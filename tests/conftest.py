@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pytest_agentgym.servers.pool import embedded_command
-from pytest_agentgym.servers.process import ManagedServer, free_port
+from pytest_agentgym.process.managed import ManagedServer, free_port
 pytest_plugins = ["pytester"]
 
 #: Data copied from the golden files for tests (tests/data/).
@@ -20,7 +20,7 @@ __all__ = ["DATA", "free_port"]  # test modules import them: `from conftest impo
 def embedded_server(tmp_path_factory):
     """Factory: ``embedded_server("babyai")`` -> a running embedded server, one per name.
 
-    The server is a :class:`~pytest_agentgym.servers.process.ManagedServer`
+    The server is a :class:`~pytest_agentgym.process.managed.ManagedServer`
     spawned with ``python -m pytest_agentgym serve NAME`` on a free port:
     ``.url``, ``.port``, ``.proc`` (the Popen), ``.stop()``; its log is under
     the session's temporary directory.
@@ -48,7 +48,7 @@ def _notice_state(tmp_path_factory):
     """Runs started by the tests keep their "shown once" notices in a folder of their own."""
     import os
 
-    from pytest_agentgym.notices import STATE_DIR_ENV
+    from pytest_agentgym.publish.notices import STATE_DIR_ENV
 
     previous = os.environ.get(STATE_DIR_ENV)
     os.environ[STATE_DIR_ENV] = str(tmp_path_factory.mktemp("notice-state"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_agentgym.servers.pool import embedded_command
-from pytest_agentgym.servers.process import ManagedServer, free_port
+from pytest_agentgym.process.managed import ManagedServer, free_port
 
 
 def start_embedded(name: str, env_name: str, log_dir: Path, env: dict[str, str] | None = None,

@@ -120,7 +120,7 @@ async def serve(dialect: str, host: str, port: int) -> None:
 
 def command(dialect: str = "id") -> list[str]:
     """The argv (with ``{python}``, ``{host}``, ``{port}`` placeholders) that runs this
-    server, for :class:`pytest_agentgym.servers.process.ManagedServer`."""
+    server, for :class:`pytest_agentgym.process.managed.ManagedServer`."""
     return ["{python}", str(Path(__file__).resolve()), "--dialect", dialect,
             "--host", "{host}", "--port", "{port}"]
 

@@ -218,10 +218,10 @@ class Subscriber:
 def sample_run_events(run_id: str, episodes: int = 20, env: str = "BabyAI") -> list:
     """What a run of ``episodes`` episodes publishes: a "started" status, one event
     per episode (rewards alternate 1.0 / 0.0), the batch, and a "finished" status."""
-    from pytest_agentgym.aggregate import summarize_env
-    from pytest_agentgym.events import batch_completed, episode_completed, field_status
-    from pytest_agentgym.gates import Gate, check
-    from pytest_agentgym.results import EpisodeRecord, RunInfo
+    from pytest_agentgym.results.aggregate import summarize_env
+    from pytest_agentgym.results.events import batch_completed, episode_completed, field_status
+    from pytest_agentgym.results.gates import Gate, check
+    from pytest_agentgym.results.records import EpisodeRecord, RunInfo
 
     info = RunInfo(run_id=run_id, started_at="2025-01-01T00:00:00Z", node="test-node", model="scripted",
                    endpoint="http://127.0.0.1:8100/v1", endpoint_kind="reference",

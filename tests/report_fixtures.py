@@ -1,7 +1,7 @@
 """Synthetic runs for the report's tests and benchmark, and a headless Chromium driver.
 
 Runs are written the way the plugin writes them, through
-:class:`pytest_agentgym.store.RunDir` (``run.json`` + ``episodes.jsonl``), so
+:class:`pytest_agentgym.results.store.RunDir` (``run.json`` + ``episodes.jsonl``), so
 the report is tested on files, not on objects handed to it.
 
 :class:`HeadlessChromium` drives Debian's ``chromium`` over the DevTools
@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from pytest_agentgym.results import EpisodeRecord, ErrorInfo, RunInfo, Turn
-from pytest_agentgym.store import RunDir
+from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo, RunInfo, Turn
+from pytest_agentgym.results.store import RunDir
 
 ENVS = ("BabyAI", "TextCraft", "Maze", "Wordle")
 

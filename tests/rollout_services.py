@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from pytest_agentgym.servers.process import ManagedServer
+from pytest_agentgym.process.managed import ManagedServer
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent

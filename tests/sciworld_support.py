@@ -11,7 +11,7 @@ import pytest
 
 from embedded_servers import start_embedded
 from pytest_agentgym.servers.embedded.sciworld_tasks import missing_requirements, start_simulator
-from pytest_agentgym.servers.process import ManagedServer
+from pytest_agentgym.process.managed import ManagedServer
 
 DATA = Path(__file__).parent / "data"
 

@@ -25,7 +25,7 @@ from pytest_agentgym.envs import adapter_class
 from pytest_agentgym.envs.protocol import EnvBadResponse, EnvHTTPError, EnvUnreachable
 from pytest_agentgym.envs.spec import load_default_specs
 from pytest_agentgym.integrations.agentbench.protocol import AgentBenchClient
-from pytest_agentgym.servers.process import ManagedServer, free_port
+from pytest_agentgym.process.managed import ManagedServer, free_port
 
 TESTS = Path(__file__).resolve().parent
 

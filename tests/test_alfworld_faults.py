@@ -13,7 +13,7 @@ import pytest
 from alfworld_support import needs_engine, start_server, walkthrough
 from pytest_agentgym.envs import adapter_class
 from pytest_agentgym.envs.protocol import EnvClient, EnvUnreachable
-from pytest_agentgym.episode import classify
+from pytest_agentgym.engine.episode import classify
 
 pytestmark = [needs_engine, pytest.mark.faults]
 

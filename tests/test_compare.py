@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from projects import NODE, make_project, run, suite
-from pytest_agentgym import fingerprint
+from pytest_agentgym.results import fingerprint
 from pytest_agentgym.cli import main as cli
 from pytest_agentgym.compare import CompareError, compare_runs, settings_differences
-from pytest_agentgym.results import EpisodeRecord, ErrorInfo, RunInfo
-from pytest_agentgym.store import RunDir, point_latest
+from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo, RunInfo
+from pytest_agentgym.results.store import RunDir, point_latest
 
 SETTINGS = {"max_rounds": 15, "sampling": {"temperature": 0.0}, "prompt_sha256": "ab" * 32,
             "server": "embedded: maze 1.0 [0123456789ab]"}

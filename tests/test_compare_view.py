@@ -21,7 +21,7 @@ from pytest_agentgym.report import flips
 from pytest_agentgym.report.compare_view import write_compare_html
 from pytest_agentgym.report.divergence import first_divergence
 from pytest_agentgym.report.render import render_run_dir
-from pytest_agentgym.results import ErrorInfo
+from pytest_agentgym.results.records import ErrorInfo
 
 from compare_fixtures import paired_run, plain_turns
 from report_fixtures import make_turn

@@ -28,7 +28,7 @@ from pytest_agentgym.model.endpoints import (
 )
 from pytest_agentgym.model.vllm import LaunchError, VLLMOptions, VLLMServer, vllm_command
 from pytest_agentgym.servers.health import HEALTH_ENDPOINT
-from pytest_agentgym.servers.process import ManagedServer
+from pytest_agentgym.process.managed import ManagedServer
 
 NODES = Path(__file__).resolve().parents[1] / "pytest_agentgym" / "configs" / "nodes"
 
@@ -307,7 +307,7 @@ def test_children_die_with_the_process_that_launched_them(tmp_path):
     launcher = textwrap.dedent(f"""
         import signal, sys, time
         from pytest_agentgym.servers.health import HEALTH_ENDPOINT
-        from pytest_agentgym.servers.process import ManagedServer
+        from pytest_agentgym.process.managed import ManagedServer
         server = ManagedServer("child", command=[sys.executable, "-c", {CHILD_SERVER!r}, "{{port}}"],
                                health=HEALTH_ENDPOINT, death_signal=signal.SIGTERM,
                                log_path={str(tmp_path / 'c.log')!r}, startup_timeout=30)

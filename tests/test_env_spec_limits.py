@@ -9,7 +9,7 @@ import pytest
 
 from pytest_agentgym.envs.protocol import DEFAULT_REQUEST_TIMEOUT
 from pytest_agentgym.envs.spec import EnvConfigError, load_default_specs, spec_from_mapping
-from pytest_agentgym.settings import load_env_specs
+from pytest_agentgym.config.settings import load_env_specs
 
 BASE = {"category": "lightweight", "port": 36003}
 

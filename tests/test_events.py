@@ -14,14 +14,14 @@ import sys
 import jsonschema
 import pytest
 
-from pytest_agentgym.aggregate import summarize_env
-from pytest_agentgym.events import (
+from pytest_agentgym.results.aggregate import summarize_env
+from pytest_agentgym.results.events import (
     BATCH_COMPLETED, EPISODE_COMPLETED, FIELD_STATUS, SUBJECTS, Event, batch_completed,
     episode_completed, field_status,
 )
-from pytest_agentgym.gates import Gate, GateVerdict, check
+from pytest_agentgym.results.gates import Gate, GateVerdict, check
 from pytest_agentgym.publish import load_schema
-from pytest_agentgym.results import EpisodeRecord, ErrorInfo, RunInfo
+from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo, RunInfo
 
 
 def validate(event: Event) -> None:
@@ -195,6 +195,6 @@ def test_event_round_trips_through_its_outbox_form():
 
 
 def test_importing_events_and_publish_does_not_import_nats():
-    code = ("import sys, pytest_agentgym.events, pytest_agentgym.publish; "
+    code = ("import sys, pytest_agentgym.results.events, pytest_agentgym.publish; "
             "sys.exit(1 if any(m == 'nats' or m.startswith('nats.') for m in sys.modules) else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

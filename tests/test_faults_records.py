@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentgym.events import Event
-from pytest_agentgym.jsonl import ResultsWriteError, append_line
+from pytest_agentgym.results.events import Event
+from pytest_agentgym.results.jsonl import ResultsWriteError, append_line
 from pytest_agentgym.publish.outbox import Outbox
 from pytest_agentgym.report.render import render_run_dir
-from pytest_agentgym.results import EpisodeRecord, RunInfo, Turn
-from pytest_agentgym.store import RunDir, check_writable
+from pytest_agentgym.results.records import EpisodeRecord, RunInfo, Turn
+from pytest_agentgym.results.store import RunDir, check_writable
 
 pytestmark = pytest.mark.faults
 
@@ -134,7 +134,7 @@ def test_a_full_disk_leaves_the_outbox_whole(tiny_fs):
 
 FSIZE_WRITER = """
 import json, resource, signal, sys
-from pytest_agentgym.jsonl import ResultsWriteError, append_line
+from pytest_agentgym.results.jsonl import ResultsWriteError, append_line
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of being killed
 resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))
 for n in range(100):
@@ -262,7 +262,7 @@ def test_an_append_waits_for_the_lock_other_writers_hold(tmp_path):
 
 WRITER = """
 import sys
-from pytest_agentgym.jsonl import append_line
+from pytest_agentgym.results.jsonl import append_line
 for n in range(int(sys.argv[3])):
     append_line(sys.argv[1], {"writer": sys.argv[2], "n": n, "text": sys.argv[2] * 200_000}, then="resume")
 """

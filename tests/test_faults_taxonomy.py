@@ -17,11 +17,11 @@ import pytest
 from env_faults import command as faulty_env_command
 from model_faults import Act, FakeEndpoint, context_too_long, hang, ok, raw, status
 
-from pytest_agentgym.engine import Engine
+from pytest_agentgym.engine.runner import Engine
 from pytest_agentgym.envs import adapter_class
 from pytest_agentgym.envs.protocol import EnvBadResponse, EnvClient, EnvTimeout
 from pytest_agentgym.envs.spec import EnvSpec, SuccessRule
-from pytest_agentgym.episode import EpisodeLimits, EpisodeRequest, run_episode
+from pytest_agentgym.engine.episode import EpisodeLimits, EpisodeRequest, run_episode
 from pytest_agentgym.model.client import (
     CallRecord,
     ContextLengthExceeded,
@@ -32,9 +32,9 @@ from pytest_agentgym.model.client import (
     RetryPolicy,
     Sampling,
 )
-from pytest_agentgym.results import EpisodeRecord
-from pytest_agentgym.resources import ModelAdapter
-from pytest_agentgym.servers.process import ManagedServer, ServerStartError
+from pytest_agentgym.results.records import EpisodeRecord
+from pytest_agentgym.run.services import ModelAdapter
+from pytest_agentgym.process.managed import ManagedServer, ServerStartError
 
 pytestmark = pytest.mark.faults
 
@@ -355,7 +355,7 @@ def test_a_reply_with_half_a_surrogate_pair_plays_on_and_is_recorded_as_given(id
     """A server that cuts a reply inside an emoji sends ``"\\ud83d"``: a Python string with
     no UTF-8 form. The next request (which carries the reply back) and the record must still
     be written; the reply reads back from episodes.jsonl as the model gave it."""
-    from pytest_agentgym.store import RunDir
+    from pytest_agentgym.results.store import RunDir
 
     reply = "Thought: almost 😀 then \ud83d\nAction: move up"
     set_fault(id_server, step_reward=1)

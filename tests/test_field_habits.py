@@ -18,7 +18,7 @@ from model_faults import FakeEndpoint
 from nats_server import NatsServer, free_port
 from projects import make_project, run, suite
 
-from pytest_agentgym import notices
+from pytest_agentgym.publish import notices
 from pytest_agentgym.publish.publisher import EventPublisher
 from pytest_agentgym.servers.status import HEALTHS
 

@@ -16,7 +16,8 @@ import pytest
 
 from projects import episodes, make_project, run, suite
 from pytest_agentgym.model.client import EndpointClient
-from pytest_agentgym.servers import health, process
+from pytest_agentgym.servers import health
+from pytest_agentgym.process import managed as process
 
 SLOW_SERVER = """\
 import http.server, sys, time
@@ -112,7 +113,7 @@ def test_asking_the_model_skips_the_sdks_per_call_typed_dict_transform(monkeypat
 
 READ_AHEAD_CONFTEST = """
 import os
-from pytest_agentgym.settings import HARNESS_KEY
+from pytest_agentgym.config.settings import HARNESS_KEY
 
 def pytest_runtest_setup(item):
     engine = item.config.stash[HARNESS_KEY].resources.engine
@@ -148,7 +149,7 @@ def test_xdist_workers_read_ahead_and_play_each_episode_once(pytester, monkeypat
 RETAINED_CONFTEST = """
 import gc, os
 import pytest
-from pytest_agentgym.results import EpisodeRecord
+from pytest_agentgym.results.records import EpisodeRecord
 
 def pytest_runtest_logfinish(nodeid, location):
     gc.collect()
@@ -212,7 +213,7 @@ def test_an_env_client_reuses_its_connections(tmp_path):
 
 _SPAWN_PATH = """
 import sys
-import pytest_agentgym.plugin, pytest_agentgym.run, pytest_agentgym.ledger, pytest_agentgym.collect
+import pytest_agentgym.plugin, pytest_agentgym.run.evaluation, pytest_agentgym.results.ledger, pytest_agentgym.plugin.collect
 import pytest_agentgym.servers.pool
 print(sorted(m for m in ("httpx", "jinja2", "openai", "fastapi") if m in sys.modules))
 """

@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from pytest_agentgym.aggregate import (
+from pytest_agentgym.results.aggregate import (
     CI_CLIPPED_TO_OBSERVED,
     CI_CLIPPED_TO_RANGE,
     CI_SINGLE,
@@ -24,10 +24,10 @@ from pytest_agentgym.aggregate import (
     summarize_env,
 )
 from pytest_agentgym.envs.spec import EnvConfigError, load_default_specs, spec_from_mapping
-from pytest_agentgym.events import batch_completed
+from pytest_agentgym.results.events import batch_completed
 from pytest_agentgym.report import charts
 from pytest_agentgym.report.render import render_run_dir
-from pytest_agentgym.results import EpisodeRecord, ErrorInfo
+from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo
 from report_fixtures import make_episode, make_info, write_run
 
 T_INTERVAL = (0.04 - 0.08256, 0.04 + 0.08256)

@@ -18,7 +18,7 @@ from collections import Counter
 import pytest
 
 from nats_server import NatsServer, Subscriber, free_port, read_stream, sample_run_events, stream_names
-from pytest_agentgym.events import Event
+from pytest_agentgym.results.events import Event
 from pytest_agentgym.publish import EventPublisher, Outbox, publish_outbox
 from pytest_agentgym.publish.outbox import publish_outbox_cli
 

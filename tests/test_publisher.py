@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 
 from nats_server import NatsServer, Subscriber, free_port, read_stream, sample_run_events, stream_names
-from pytest_agentgym.events import Event
+from pytest_agentgym.results.events import Event
 from pytest_agentgym.publish import EventPublisher, load_schema
 
 

@@ -12,11 +12,11 @@ import pytest
 
 from nats_server import NatsServer
 from pytest_agentgym.envs.spec import DEFAULT_ENVS_FILE, load_specs
-from pytest_agentgym.episode import EpisodeLimits, EpisodeRequest
+from pytest_agentgym.engine.episode import EpisodeLimits, EpisodeRequest
 from pytest_agentgym.queue.address import QueueAddress
 from pytest_agentgym.queue.coordinator import QueueCoordinator
 from pytest_agentgym.queue.wire import MSG_ID_HEADER, Result, WorkItem, decode, encode
-from pytest_agentgym.results import EpisodeRecord
+from pytest_agentgym.results.records import EpisodeRecord
 
 SPEC = load_specs(DEFAULT_ENVS_FILE)["Maze"]
 

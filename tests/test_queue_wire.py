@@ -20,7 +20,7 @@ from pytest_agentgym.queue.wire import (
     decode,
     encode,
 )
-from pytest_agentgym.results import EpisodeRecord, Turn
+from pytest_agentgym.results.records import EpisodeRecord, Turn
 from queue_fleet import env_with_repo, suites
 
 

@@ -1,6 +1,6 @@
 """Secrets in URLs are hidden wherever a URL is shown or stored.
 
-Unit tests of :mod:`pytest_agentgym.redact`, then the places that show URLs,
+Unit tests of :mod:`pytest_agentgym.results.redact`, then the places that show URLs,
 each driven for real: endpoint descriptions and fallback notes (a real closed
 port on loopback), the model client's error messages (a real HTTP endpoint),
 a spawned server's log and error (a real process), records, run.json, event
@@ -20,7 +20,7 @@ import pytest
 
 from conftest import free_port
 from model_faults import FakeEndpoint, ok, status
-from pytest_agentgym.events import field_status
+from pytest_agentgym.results.events import field_status
 from pytest_agentgym.model.client import EndpointClient, ModelError
 from pytest_agentgym.model.endpoints import (
     EndpointConfigError,
@@ -28,11 +28,11 @@ from pytest_agentgym.model.endpoints import (
     choose_endpoint,
     parse_endpoint,
 )
-from pytest_agentgym.redact import redact_data, redact_text, redact_url
+from pytest_agentgym.results.redact import redact_data, redact_text, redact_url
 from pytest_agentgym.report.render import render_run_dir
-from pytest_agentgym.results import EpisodeRecord, ErrorInfo, RunInfo, Turn
-from pytest_agentgym.servers.process import ManagedServer, ServerStartError
-from pytest_agentgym.store import RunDir
+from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo, RunInfo, Turn
+from pytest_agentgym.process.managed import ManagedServer, ServerStartError
+from pytest_agentgym.results.store import RunDir
 
 SECRETS = ("secret", "s3cret")
 

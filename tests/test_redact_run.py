@@ -106,7 +106,7 @@ def test_the_terminal_shows_no_credentials_outside_the_endpoint_header(secret_ru
 
 
 # lead: run.py must redact the endpoint it prints in header_lines (chosen.base_url) and
-# RunInfo.endpoint; call pytest_agentgym.redact.redact_url on it. Flips to XPASS (an error
+# RunInfo.endpoint; call pytest_agentgym.results.redact.redact_url on it. Flips to XPASS (an error
 # under strict) once it does.
 def test_the_endpoint_header_line_shows_no_credentials(secret_run):
     header = [line for line in secret_run["output"].splitlines() if line.startswith("agentgym: model ")]

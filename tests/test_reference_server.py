@@ -23,7 +23,7 @@ from pytest_agentgym.model.client import EndpointClient, RequestRejected
 from pytest_agentgym.model.reference.base import react
 from pytest_agentgym.model.reference.server import POLICY_MODULES
 from pytest_agentgym.servers.health import HEALTH_ENDPOINT, Advice, free_port
-from pytest_agentgym.servers.process import ManagedServer
+from pytest_agentgym.process.managed import ManagedServer
 
 TESTS = Path(__file__).resolve().parent
 _COUNTDOWN = re.compile(r"^Countdown from (\d+)$")

@@ -21,7 +21,7 @@ import pytest
 
 from pytest_agentgym.report import charts
 from pytest_agentgym.report.render import render_run_dir, script_json, trajectory_json
-from pytest_agentgym.results import ErrorInfo
+from pytest_agentgym.results.records import ErrorInfo
 
 from report_fixtures import make_episode, make_info, make_turn, write_run
 

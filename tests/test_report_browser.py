@@ -15,7 +15,7 @@ from urllib.parse import quote
 import pytest
 
 from pytest_agentgym.report.render import render_run_dir
-from pytest_agentgym.results import ErrorInfo
+from pytest_agentgym.results.records import ErrorInfo
 
 from report_fixtures import (HeadlessChromium, find_chromium, make_episode, make_info, make_turn,
                              synthetic_run, write_run)

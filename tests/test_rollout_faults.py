@@ -13,7 +13,7 @@ from nats_server import NatsServer, Subscriber
 from rollout_services import episodes, post, reference_agent, rollout_server
 
 from pytest_agentgym.servers.pool import embedded_command
-from pytest_agentgym.servers.process import ManagedServer
+from pytest_agentgym.process.managed import ManagedServer
 
 ATTACH_NODE = """\
 name: attached

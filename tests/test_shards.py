@@ -1,5 +1,5 @@
 """Shards: parsing --agentgym-shard, reading the batch schedulers' variables, and the split
-(pytest_agentgym.shards). Plain code, no processes."""
+(pytest_agentgym.run.shards). Plain code, no processes."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from pytest_agentgym import shards
-from pytest_agentgym.shards import Shard, ShardError
+from pytest_agentgym.run import shards
+from pytest_agentgym.run.shards import Shard, ShardError
 
 
 def test_option_takes_i_of_n_from_one_and_auto():

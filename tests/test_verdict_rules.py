@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 
 from projects import episodes, make_project, run, suite
-from pytest_agentgym.aggregate import summarize
+from pytest_agentgym.results.aggregate import summarize
 from pytest_agentgym.envs.spec import load_default_specs
-from pytest_agentgym.episode import outcome_of
-from pytest_agentgym.gates import Gate, check, check_env, error_budget_exceeded
-from pytest_agentgym.results import EpisodeRecord, ErrorInfo
+from pytest_agentgym.engine.episode import outcome_of
+from pytest_agentgym.results.gates import Gate, check, check_env, error_budget_exceeded
+from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo
 
 SPECS = load_default_specs()
 

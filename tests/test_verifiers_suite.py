@@ -35,7 +35,7 @@ import jsonschema
 import pytest
 
 from projects import episodes, make_project, run, suite
-from pytest_agentgym.collect import SuiteError, load_suite
+from pytest_agentgym.plugin.collect import SuiteError, load_suite
 from pytest_agentgym.publish import load_schema
 from pytest_agentgym.servers.health import HEALTH_ENDPOINT, Advice, free_port
 
@@ -59,7 +59,7 @@ def arith_env(monkeypatch):
 @contextlib.contextmanager
 def reference_agent(tmp_path: Path) -> Iterator[str]:
     """A reference agent of the test's own (with the vf_arith policy); its URL."""
-    from pytest_agentgym.servers.process import ManagedServer
+    from pytest_agentgym.process.managed import ManagedServer
 
     agent = ManagedServer("reference agent", command=[sys.executable, "-m", "pytest_agentgym", "reference-agent",
                                                       "--port", "{port}"],

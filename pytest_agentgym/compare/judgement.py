@@ -22,15 +22,15 @@ import math
 from pathlib import Path
 from typing import Iterable
 
-from pytest_agentgym.aggregate import shipped_reward_ranges
+from pytest_agentgym.results.aggregate import shipped_reward_ranges
 from pytest_agentgym.compare import statistics as stats
 from pytest_agentgym.compare.comparison import Comparison, EnvComparison, worst
 from pytest_agentgym.compare.error import CompareError
 from pytest_agentgym.compare.pairing import METRICS, EnvPairs, pair_env
 from pytest_agentgym.compare.runs import LoadedRun, load_run
 from pytest_agentgym.compare.settings_check import describe_keys, settings_differences
-from pytest_agentgym.gates import DEFAULT_MAX_ERROR_RATE, TOLERANCE
-from pytest_agentgym.store import RunDir
+from pytest_agentgym.results.gates import DEFAULT_MAX_ERROR_RATE, TOLERANCE
+from pytest_agentgym.results.store import RunDir
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_agentgym.compare.error import CompareError
-from pytest_agentgym.results import EpisodeRecord, RunInfo, current_records
-from pytest_agentgym.store import RunDir
+from pytest_agentgym.results.records import EpisodeRecord, RunInfo, current_records
+from pytest_agentgym.results.store import RunDir
 
 _GIVE = "give a run directory that holds run.json and episodes.jsonl (e.g. reports/<run_id>)"
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Iterable, Mapping
 
-from pytest_agentgym import fingerprint
-from pytest_agentgym.results import RunInfo
+from pytest_agentgym.results import fingerprint
+from pytest_agentgym.results.records import RunInfo
 
 Key = tuple[str, int, int]
 _LABELS = ("in the baseline", "in the candidate")
@@ -68,7 +68,7 @@ def settings_differences(base_info: RunInfo, base_keys: set[Key], cand_fingerpri
 
     ``base_keys`` / ``cand_keys``: the (env, task, repeat) keys of each run (for a run
     about to start, the collected ones); ``cand_fingerprint``: the candidate's run.json
-    ``fingerprint`` (:func:`pytest_agentgym.fingerprint.build`); ``cand_version``: its
+    ``fingerprint`` (:func:`pytest_agentgym.results.fingerprint.build`); ``cand_version``: its
     pytest-agentgym version. A run without a fingerprint (older runs) gets a line
     saying its settings cannot be checked.
     """

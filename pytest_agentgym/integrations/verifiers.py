@@ -10,7 +10,7 @@ or, through verifiers' own entry point, by the taskset id ``pytest-agentgym-veri
 
 What it is: an ``Env`` whose seed taskset has one task per task index
 (:class:`AgentGymTaskset`), and whose ``run()`` plays that task as one episode of
-this project's engine (:func:`~pytest_agentgym.episode.run_episode`: the same
+this project's engine (:func:`~pytest_agentgym.engine.episode.run_episode`: the same
 adapter, prompt, action extraction, steps and failure taxonomy as a pytest run),
 with the verifiers agent as the model (:mod:`.verifiers_turns`). The environment
 server comes from the node profile (``node``, found like ``--agentgym-node`` from
@@ -43,7 +43,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "pip install 'pytest-agentgym[verifiers]'") from exc
 
 from pytest_agentgym.envs import adapter_class
-from pytest_agentgym.episode import EpisodeLimits, EpisodeRequest, run_episode
+from pytest_agentgym.engine.episode import EpisodeLimits, EpisodeRequest, run_episode
 from pytest_agentgym.integrations.verifiers_turns import ChatTurnHarness, InteractionModel
 
 #: The id verifiers loads this taskset by (the top-level module pytest_agentgym_verifiers).
@@ -155,7 +155,7 @@ class NodeFacts:
         import pytest
 
         from pytest_agentgym.servers.status import load_node
-        from pytest_agentgym.settings import load_profile
+        from pytest_agentgym.config.settings import load_profile
 
         root = Path(config.root) if config.root else Path.cwd()
         try:

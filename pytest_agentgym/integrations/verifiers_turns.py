@@ -1,7 +1,7 @@
 """The two places where a verifiers rollout and this project's episode loop meet.
 
 * :class:`InteractionModel` is the episode's model (the
-  :class:`~pytest_agentgym.episode.ChatModel` that :func:`~pytest_agentgym.episode.run_episode`
+  :class:`~pytest_agentgym.engine.episode.ChatModel` that :func:`~pytest_agentgym.engine.episode.run_episode`
   asks each round): each ``complete(messages)`` hands the turns the verifiers agent has
   not seen yet to its open ``Interaction`` and returns the agent's reply. So the
   episode (opening, action extraction, steps, rewards, the failure taxonomy) is the
@@ -23,7 +23,7 @@ import verifiers.v1 as vf
 from verifiers.v1.runtimes import ProgramResult
 from verifiers.v1.types import content_text
 
-from pytest_agentgym.episode import Completion
+from pytest_agentgym.engine.episode import Completion
 from pytest_agentgym.model.errors import ContextLengthExceeded, EndpointBadResponse
 
 #: Seconds one chat completion through the interception endpoint may take.

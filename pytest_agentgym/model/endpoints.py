@@ -12,7 +12,7 @@ gives the full name as ``model`` or just ``model_name: X`` / ``function_name: Y`
 
 A URL may carry credentials (``http://user:pass@host``, ``?api_key=...``): they are
 used for the requests, and every description, note and error message shows the
-URL redacted (:func:`pytest_agentgym.redact.redact_url`).
+URL redacted (:func:`pytest_agentgym.results.redact.redact_url`).
 
 Launched kinds (``vllm`` with a checkpoint, ``reference``) are started by
 :func:`choose_endpoint` through :func:`pytest_agentgym.model.launcher.launch` as
@@ -41,7 +41,7 @@ from pytest_agentgym.model.client import (
 )
 from pytest_agentgym.model.launcher import ChosenEndpoint, launch
 from pytest_agentgym.model.vllm import LaunchError, VLLMOptions
-from pytest_agentgym.redact import redact_text, redact_url
+from pytest_agentgym.results.redact import redact_text, redact_url
 
 __all__ = ["ChosenEndpoint", "EndpointConfig", "EndpointConfigError", "Health", "ModelSettings",
            "NoEndpointAvailable", "choose_endpoint", "launch", "parse_endpoint", "probe"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Mapping
 
-from pytest_agentgym.redact import redact_url
+from pytest_agentgym.results.redact import redact_url
 
 if TYPE_CHECKING:
     from pytest_agentgym.model.client import CallRecord

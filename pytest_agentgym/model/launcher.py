@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from pytest_agentgym.model.vllm import MODEL_STOP_GRACE, LaunchError, VLLMServer
 from pytest_agentgym.servers.health import HEALTH_ENDPOINT, Advice, describe_exit
-from pytest_agentgym.servers.process import ManagedServer
+from pytest_agentgym.process.managed import ManagedServer
 
 if TYPE_CHECKING:
     from pytest_agentgym.model.endpoints import EndpointConfig, ModelSettings

@@ -9,7 +9,7 @@ vLLM is started as ``<python> -m vllm.entrypoints.openai.api_server --model PATH
 interpreter is ``VLLMOptions.python``, else ``$AGENTGYM_VLLM_PYTHON``, else the
 running one, so vLLM can live in its own virtual environment.
 
-The process itself is a :class:`pytest_agentgym.servers.process.ManagedServer`
+The process itself is a :class:`pytest_agentgym.process.managed.ManagedServer`
 (the same manager as the environment servers): its own session, killed with
 the harness (``PR_SET_PDEATHSIG``, SIGTERM here so vLLM can stop its workers),
 its output in a log file, HTTP 200 from ``GET /health`` awaited while the
@@ -29,9 +29,9 @@ from typing import Any, Mapping
 
 from pytest_agentgym.model.checkpoint import fit_max_model_len
 from pytest_agentgym.model.client import reject_unknown_keys
-from pytest_agentgym.servers import process
+from pytest_agentgym.process import managed as process
 from pytest_agentgym.servers.health import HEALTH_ENDPOINT, Advice, free_port
-from pytest_agentgym.servers.process import ServerStartError
+from pytest_agentgym.process.managed import ServerStartError
 
 __all__ = ["LaunchError", "MODEL_STOP_GRACE", "VLLMOptions", "VLLMServer",
            "VLLM_PYTHON_ENV", "free_port", "vllm_command"]

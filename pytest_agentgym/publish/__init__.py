@@ -5,7 +5,7 @@
     outbox.py      Outbox (outbox.jsonl), publish_outbox / the publish-outbox command
     schemas/       JSON Schemas (draft 2020-12) of the event payloads, one per subject
 
-The event payloads themselves are built in :mod:`pytest_agentgym.events`.
+The event payloads themselves are built in :mod:`pytest_agentgym.results.events`.
 Nothing here imports nats-py until a connection is made.
 """
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from pytest_agentgym.events import SUBJECTS, Event
-from pytest_agentgym.notices import Notice
+from pytest_agentgym.results.events import SUBJECTS, Event
+from pytest_agentgym.publish.notices import Notice
 
 log = logging.getLogger("pytest_agentgym.publish")
 

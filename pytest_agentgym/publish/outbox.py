@@ -6,7 +6,7 @@
 The publisher appends an event to ``outbox.jsonl`` when NATS was unreachable at
 the start of the run, or when the event could still not be delivered when the
 run closed its publisher. Each line is appended whole or not at all, under a
-lock (:func:`pytest_agentgym.jsonl.append_line`), so a run killed at any moment
+lock (:func:`pytest_agentgym.results.jsonl.append_line`), so a run killed at any moment
 or a full disk leaves whole lines; a torn or unreadable line is skipped when
 reading and reported.
 
@@ -24,8 +24,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_agentgym.events import Event, utc_now
-from pytest_agentgym.jsonl import append_line, read_records
+from pytest_agentgym.results.events import Event, utc_now
+from pytest_agentgym.results.jsonl import append_line, read_records
 from pytest_agentgym.publish.connection import NatsSender, NatsUnavailable
 
 OUTBOX_FILE = "outbox.jsonl"
@@ -64,7 +64,7 @@ class Outbox:
         return self.path.with_name(self.path.name.removesuffix(".jsonl") + ".delivered.jsonl")
 
     def append(self, event: Event) -> None:
-        """Keep one event; raises :class:`~pytest_agentgym.jsonl.ResultsWriteError` (an
+        """Keep one event; raises :class:`~pytest_agentgym.results.jsonl.ResultsWriteError` (an
         OSError) when the disk refuses, leaving only whole lines (the publisher catches it)."""
         _append_line(self.path, event.to_dict(),
                      then="run again: this event was not kept (it counts as lost)")

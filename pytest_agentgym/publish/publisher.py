@@ -33,8 +33,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_agentgym.events import Event
-from pytest_agentgym.notices import Notice
+from pytest_agentgym.results.events import Event
+from pytest_agentgym.publish.notices import Notice
 from pytest_agentgym.publish.connection import NatsSender, NatsUnavailable, describe_failure
 from pytest_agentgym.publish.outbox import Outbox
 

@@ -39,7 +39,7 @@ from pytest_agentgym.queue.wire import (
     decode,
     encode,
 )
-from pytest_agentgym.results import EpisodeRecord, ErrorInfo
+from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo
 
 log = logging.getLogger("pytest_agentgym.queue")
 

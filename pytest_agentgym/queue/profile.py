@@ -1,4 +1,4 @@
-"""A worker's node profile as the run's :class:`~pytest_agentgym.settings.Settings`.
+"""A worker's node profile as the run's :class:`~pytest_agentgym.config.settings.Settings`.
 
 A worker reads its profile the way a pytest run does (configs/nodes/NAME.yaml
 of the current directory first, then the shipped ones; configs/envs.yaml and
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_agentgym.settings import Settings, find_node_file, load_env_specs, load_profile
+from pytest_agentgym.config.settings import Settings, find_node_file, load_env_specs, load_profile
 
 
 class ProfileError(ValueError):

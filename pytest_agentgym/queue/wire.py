@@ -19,9 +19,9 @@ import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
-from pytest_agentgym.events import EVENT_SCHEMA_VERSION, FIELD_STATUS, utc_now
-from pytest_agentgym.jsonl import finite_json, json_utf8, strict_dumps
-from pytest_agentgym.results import EpisodeRecord
+from pytest_agentgym.results.events import EVENT_SCHEMA_VERSION, FIELD_STATUS, utc_now
+from pytest_agentgym.results.jsonl import finite_json, json_utf8, strict_dumps
+from pytest_agentgym.results.records import EpisodeRecord
 
 WIRE_VERSION = 1
 MSG_ID_HEADER = "Nats-Msg-Id"

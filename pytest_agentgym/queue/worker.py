@@ -47,7 +47,7 @@ from pytest_agentgym.queue.wire import (
     decode,
     encode,
 )
-from pytest_agentgym.results import EpisodeRecord
+from pytest_agentgym.results.records import EpisodeRecord
 
 log = logging.getLogger("pytest_agentgym.queue.worker")
 
@@ -83,7 +83,7 @@ def default_name() -> str:
 
 class Worker:
     def __init__(self, config: WorkerConfig, settings: Any, *, say: Callable[[str], None] = print) -> None:
-        from pytest_agentgym.resources import RunResources
+        from pytest_agentgym.run.services import RunResources
 
         self.config = config
         self.settings = settings
@@ -260,7 +260,7 @@ class Worker:
         return True
 
     def _request(self, item: WorkItem) -> Any:
-        from pytest_agentgym.episode import EpisodeLimits, EpisodeRequest
+        from pytest_agentgym.engine.episode import EpisodeLimits, EpisodeRequest
 
         return EpisodeRequest(
             run_id=item.run_id, spec=self.settings.spec(item.env), task_index=item.task_index, repeat=item.repeat,

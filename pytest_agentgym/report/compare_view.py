@@ -30,14 +30,14 @@ from markupsafe import Markup
 
 from pytest_agentgym.compare import Comparison, CompareError, EnvComparison, compare_runs
 from pytest_agentgym.compare.runs import load_run
-from pytest_agentgym.gates import DEFAULT_MAX_ERROR_RATE
-from pytest_agentgym.jsonl import finite_json
-from pytest_agentgym.redact import redact_data
+from pytest_agentgym.results.gates import DEFAULT_MAX_ERROR_RATE
+from pytest_agentgym.results.jsonl import finite_json
+from pytest_agentgym.results.redact import redact_data
 from pytest_agentgym.report import flips as flip_grid
 from pytest_agentgym.report.divergence import first_divergence
 from pytest_agentgym.report.render import (TURN_FIELDS, Chunk, _assets, _environment, build_payload,
                                            script_json, write_page)
-from pytest_agentgym.results import EpisodeRecord, RunInfo
+from pytest_agentgym.results.records import EpisodeRecord, RunInfo
 
 @dataclass(frozen=True)
 class FlipRow:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from pytest_agentgym.results import Turn
+from pytest_agentgym.results.records import Turn
 
 #: What is compared turn by turn, in the order it is named.
 COMPARED = ("observation", "reply", "action")

@@ -25,9 +25,9 @@ from typing import Any, Sequence
 import orjson
 from markupsafe import Markup
 
-from pytest_agentgym.jsonl import SkippedLine, finite_json, json_utf8, parse_line, read_records
-from pytest_agentgym.redact import redact_text
-from pytest_agentgym.results import EpisodeRecord, Turn
+from pytest_agentgym.results.jsonl import SkippedLine, finite_json, json_utf8, parse_line, read_records
+from pytest_agentgym.results.redact import redact_text
+from pytest_agentgym.results.records import EpisodeRecord, Turn
 
 #: Trajectory data (uncompressed JSON bytes) above which chunks are gzipped.
 COMPRESS_ABOVE = 2_000_000
@@ -221,7 +221,7 @@ class TrajectoryPacker:
 
 def gzip_chunk(number: int, raw: str) -> Chunk:
     """A chunk's JSON text gzipped (level :data:`GZIP_LEVEL`, no timestamp) and base64-encoded
-    (half a surrogate pair as its escape: :func:`~pytest_agentgym.jsonl.json_utf8`)."""
+    (half a surrogate pair as its escape: :func:`~pytest_agentgym.results.jsonl.json_utf8`)."""
     packed = gzip.compress(json_utf8(raw), compresslevel=GZIP_LEVEL, mtime=0)
     return Chunk(number, "gzip-base64", Markup(base64.b64encode(packed).decode("ascii")))
 
@@ -282,7 +282,7 @@ class PackedRun:
 def parse_fast(raw: bytes) -> Any:
     """A line of episodes.jsonl read by orjson (about twice as fast as the standard
     library); a line orjson refuses (NaN, a lone surrogate, not UTF-8) is read by
-    :func:`~pytest_agentgym.jsonl.parse_line`, which gives the usual answer or error.
+    :func:`~pytest_agentgym.results.jsonl.parse_line`, which gives the usual answer or error.
     One difference stays: orjson reads an integer beyond 64 bits as a float."""
     try:
         return orjson.loads(raw)
@@ -293,7 +293,7 @@ def parse_fast(raw: bytes) -> Any:
 def read_for_report(path: str | Path, compress: bool | None = None) -> PackedRun:
     """Read episodes.jsonl line by line: each record is kept without its turns, and
     its trajectory goes to the packer at once (unreadable lines are skipped, as
-    :func:`pytest_agentgym.jsonl.read_records` does)."""
+    :func:`pytest_agentgym.results.jsonl.read_records` does)."""
     packer = TrajectoryPacker(compress)
     slots: list[int] = []
 

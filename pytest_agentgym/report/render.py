@@ -1,7 +1,7 @@
 """Render a run directory's results into one self-contained ``report.html``.
 
 The page is built from ``run.json`` and ``episodes.jsonl`` alone (read through
-:class:`pytest_agentgym.store.RunDir`), so ``pytest-agentgym report RUN_DIR``
+:class:`pytest_agentgym.results.store.RunDir`), so ``pytest-agentgym report RUN_DIR``
 gives the same page as the end of the run. Everything is inside the file: CSS,
 script and SVG charts are inlined and nothing is fetched, so it opens from
 disk, a CI artifact or an e-mail attachment on a machine without network.
@@ -21,7 +21,7 @@ How the page stays fast with 10,000 episodes:
   and base64-encoded; the page inflates them with ``DecompressionStream``.
 
 Nothing on the page carries a credential: run.json, error messages and
-trajectories go through :mod:`pytest_agentgym.redact` before they are rendered
+trajectories go through :mod:`pytest_agentgym.results.redact` before they are rendered
 (the files are redacted when written; this also covers older runs).
 
 Everything that comes from models and servers is escaped: jinja2 autoescapes
@@ -42,9 +42,9 @@ from typing import Any, Iterable, Iterator, Sequence
 import jinja2
 from markupsafe import Markup, escape
 
-from pytest_agentgym.aggregate import EnvSummary, summarize
-from pytest_agentgym.jsonl import finite_json
-from pytest_agentgym.redact import redact_data, redact_text
+from pytest_agentgym.results.aggregate import EnvSummary, summarize
+from pytest_agentgym.results.jsonl import finite_json
+from pytest_agentgym.results.redact import redact_data, redact_text
 from pytest_agentgym.report import charts
 from pytest_agentgym.report.payload import (  # noqa: F401  (re-exported: the page's data)
     CHUNK_BYTES,
@@ -58,8 +58,8 @@ from pytest_agentgym.report.payload import (  # noqa: F401  (re-exported: the pa
     read_for_report,
     trajectory_json,
 )
-from pytest_agentgym.results import EpisodeRecord, RunInfo, current_records
-from pytest_agentgym.store import RunDir
+from pytest_agentgym.results.records import EpisodeRecord, RunInfo, current_records
+from pytest_agentgym.results.store import RunDir
 
 REPORT_FILE = "report.html"
 #: Episodes per page of the script-driven episode table.

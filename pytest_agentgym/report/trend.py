@@ -7,7 +7,7 @@
 Runs are ordered by their checkpoint's step when every checkpoint path ends in
 a number (``ckpt/step-1200``), else by start time. Per environment each run
 shows its success rate and mean reward with their 95% intervals (from
-:func:`~pytest_agentgym.aggregate.summarize`, as the report) and two verdicts
+:func:`~pytest_agentgym.results.aggregate.summarize`, as the report) and two verdicts
 from :func:`~pytest_agentgym.compare.compare_runs`: against the previous run,
 and against the best run so far (the earlier run with the highest value of the
 metric; of equals, the latest). Each verdict comes from one comparison of two
@@ -23,12 +23,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from pytest_agentgym.aggregate import EnvSummary, summarize
+from pytest_agentgym.results.aggregate import EnvSummary, summarize
 from pytest_agentgym.compare import METRICS, CompareError, Comparison, EnvComparison, compare_runs
 from pytest_agentgym.compare.runs import load_run
-from pytest_agentgym.gates import DEFAULT_MAX_ERROR_RATE
+from pytest_agentgym.results.gates import DEFAULT_MAX_ERROR_RATE
 from pytest_agentgym.report.trend_table import trend_table
-from pytest_agentgym.results import RunInfo
+from pytest_agentgym.results.records import RunInfo
 
 #: The verdicts of the last run that make ``trend`` exit 1.
 FAILING = ("regressed", "error")

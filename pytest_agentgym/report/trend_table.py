@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-from pytest_agentgym.aggregate import EnvSummary
+from pytest_agentgym.results.aggregate import EnvSummary
 from pytest_agentgym.compare import EnvComparison
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ import dataclasses
 from typing import Any
 
 from pytest_agentgym.envs.base import EnvAdapter
-from pytest_agentgym.results import EpisodeRecord
+from pytest_agentgym.results.records import EpisodeRecord
 
 
 def conversation(record: EpisodeRecord, adapter: EnvAdapter) -> list[dict[str, str]]:

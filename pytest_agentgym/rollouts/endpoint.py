@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from pytest_agentgym.model.endpoints import join_url
-from pytest_agentgym.redact import redact_text, redact_url
+from pytest_agentgym.results.redact import redact_text, redact_url
 from pytest_agentgym.rollouts.request import BadRollouts
 
 #: Seconds the reachability check waits for ``GET /models``.

@@ -51,7 +51,7 @@ class RolloutNode:
         import pytest
 
         from pytest_agentgym.model.endpoints import EndpointConfigError, ModelSettings
-        from pytest_agentgym.settings import find_node_file, load_env_specs, load_profile
+        from pytest_agentgym.config.settings import find_node_file, load_env_specs, load_profile
 
         try:
             path = find_node_file(node, rootdir)

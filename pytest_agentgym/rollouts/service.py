@@ -1,7 +1,7 @@
 """The rollout service's state: one run directory, the environment servers, and
 one engine per model endpoint. Knows nothing of HTTP (app.py serves it) or pytest.
 
-Every rollout is an episode played by :class:`~pytest_agentgym.engine.Engine`,
+Every rollout is an episode played by :class:`~pytest_agentgym.engine.runner.Engine`,
 with the adapters, prompts, retries and failure taxonomy of a pytest run.
 A batch names its endpoint (``base_url``, ``model``); the service keeps one
 engine per endpoint, each with the node's concurrency. Each finished rollout is
@@ -26,12 +26,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pytest_agentgym.engine import Engine
+from pytest_agentgym.engine.runner import Engine
 from pytest_agentgym.envs import adapter_class
 from pytest_agentgym.envs.base import EnvAdapter
-from pytest_agentgym.episode import EpisodeLimits, EpisodeRequest
-from pytest_agentgym.ledger import RunLedger, final_status, git_commit
-from pytest_agentgym.results import EpisodeRecord, ErrorInfo, RunInfo
+from pytest_agentgym.engine.episode import EpisodeLimits, EpisodeRequest
+from pytest_agentgym.results.ledger import RunLedger, final_status, git_commit
+from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo, RunInfo
 from pytest_agentgym.rollouts.answer import rollout_answer, without_token_data
 from pytest_agentgym.rollouts.node import RolloutNode
 from pytest_agentgym.rollouts.request import RolloutBatch
@@ -100,7 +100,7 @@ class RolloutService:
         """Write run.json (status running) and connect to NATS when the node publishes;
         returns lines worth printing."""
         from pytest_agentgym import __version__
-        from pytest_agentgym.store import point_latest
+        from pytest_agentgym.results.store import point_latest
 
         self.ledger.open_log()
         info = RunInfo(
@@ -115,7 +115,7 @@ class RolloutService:
         point_latest(self.run_dir.parent, self.run_id)
         lines = [f"run directory: {self.run_dir}"]
         if self.node.nats:
-            from pytest_agentgym.events import field_status
+            from pytest_agentgym.results.events import field_status
             from pytest_agentgym.publish.publisher import EventPublisher
 
             self._publisher = EventPublisher(self.node.nats, self.run_dir / "outbox.jsonl",
@@ -154,7 +154,7 @@ class RolloutService:
             except Exception:  # noqa: BLE001 - the records are safe; say what went wrong
                 log.exception("the report of %s could not be written", self.run_dir)
         if self._publisher is not None:
-            from pytest_agentgym.events import field_status
+            from pytest_agentgym.results.events import field_status
 
             self._publisher.publish(field_status(info, status, counts))
             self._publisher.close(timeout=5.0)
@@ -167,7 +167,7 @@ class RolloutService:
     def ensure_env(self, name: str) -> ErrorInfo | None:
         """Start or attach to ``name``'s server (blocking; once); its error if it cannot be had."""
         from pytest_agentgym.servers.pool import ServerPool
-        from pytest_agentgym.servers.process import ServerError
+        from pytest_agentgym.process.managed import ServerError
 
         with self._env_lock:
             if name not in self.adapters:
@@ -206,7 +206,7 @@ class RolloutService:
 
         def model_factory() -> Any:
             from pytest_agentgym.model.client import EndpointClient, RetryPolicy, Sampling
-            from pytest_agentgym.resources import ModelAdapter
+            from pytest_agentgym.run.services import ModelAdapter
 
             client = EndpointClient(base_url, model, api_key_env=api_key_env, request_timeout=node.request_timeout,
                                     retry=RetryPolicy(retries=node.model_retries))
@@ -225,7 +225,7 @@ class RolloutService:
         with self._lock:
             self.finished += 1
         if self._publisher is not None:
-            from pytest_agentgym.events import episode_completed
+            from pytest_agentgym.results.events import episode_completed
 
             self._publisher.publish(episode_completed(record, node=self.node.name))
 

@@ -1,6 +1,6 @@
 """Addresses, health checks, commands and messages for the servers we run or attach to.
 
-The pieces of :mod:`pytest_agentgym.servers.process` that need no process:
+The pieces of :mod:`pytest_agentgym.process.managed` that need no process:
 choosing a free loopback port, writing a server's URL, probing it for health
 (:class:`HealthCheck`), filling a command's ``{host}``/``{port}``/``{python}``
 placeholders, and the wording of start failures (:func:`describe_exit`,

@@ -1,6 +1,6 @@
 """Start, watch, restart and stop servers: the public names in one place.
 
-The work is done in :mod:`pytest_agentgym.servers.process` (one server:
+The work is done in :mod:`pytest_agentgym.process.managed` (one server:
 spawn, death signal, stop), :mod:`pytest_agentgym.servers.health` (ports,
 health probes, commands, messages) and :mod:`pytest_agentgym.servers.pool`
 (which server each environment gets, and the pool that starts them). This
@@ -28,7 +28,7 @@ from pytest_agentgym.servers.pool import (
     embedded_command,
     plan_server,
 )
-from pytest_agentgym.servers.process import ManagedServer, ServerError, ServerStartError
+from pytest_agentgym.process.managed import ManagedServer, ServerError, ServerStartError
 
 __all__ = [
     "ANY_ANSWER", "DEFAULT_HOST", "HEALTH_ENDPOINT", "Advice", "HealthCheck", "ManagedServer",

@@ -6,13 +6,13 @@ attach when ``url`` is set, else spawn the embedded server, else the real
 command when it is on PATH, else nothing (the plan says what to do).
 
 :class:`ServerPool` starts what a set of specs needs, one
-:class:`~pytest_agentgym.servers.process.ManagedServer` per environment, on
+:class:`~pytest_agentgym.process.managed.ManagedServer` per environment, on
 first use; it also attaches when something already answers on an
 environment's configured port, and restarts a spawned server that died.
 A spawned server that exits or never gets healthy while starting is started
 again, up to ``EnvSpec.start_attempts`` times with exponential back-off
 (``start_backoff`` seconds, doubling), each attempt logged; only then is the
-:class:`~pytest_agentgym.servers.process.ServerStartError` raised.
+:class:`~pytest_agentgym.process.managed.ServerStartError` raised.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Callable, Iterable, Literal, Mapping
 
 from pytest_agentgym.envs.spec import EnvSpec
 from pytest_agentgym.servers.health import DEFAULT_HOST, build_argv, describe_exit, free_port, probe, probe_client
-from pytest_agentgym.servers.process import (
+from pytest_agentgym.process.managed import (
     ManagedServer,
     ServerCommandError,
     ServerError,

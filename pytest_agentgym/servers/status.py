@@ -72,7 +72,7 @@ def load_node(node: str, rootdir: Path) -> NodeView:
     Raises ``pytest.UsageError`` (unknown node, bad profile) naming the fix."""
     import pytest
 
-    from pytest_agentgym.settings import find_node_file, load_env_specs, load_profile
+    from pytest_agentgym.config.settings import find_node_file, load_env_specs, load_profile
 
     path = find_node_file(node, rootdir)
     profile = load_profile(path)

@@ -17,8 +17,8 @@ from typing import Awaitable, Callable
 
 from pytest_agentgym.envs.base import EnvAdapter
 from pytest_agentgym.envs.protocol import EnvClient
-from pytest_agentgym.episode import ChatModel, EpisodeRequest, run_episode
-from pytest_agentgym.results import EpisodeRecord, ErrorInfo
+from pytest_agentgym.engine.episode import ChatModel, EpisodeRequest, run_episode
+from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo
 
 #: Builds the model client inside the engine's loop (clients bind to their loop).
 ModelFactory = Callable[[], ChatModel]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-from pytest_agentgym.aggregate import EnvSummary
+from pytest_agentgym.results.aggregate import EnvSummary
 
 METRICS = ("mean_reward", "success_rate")
 _GATE = re.compile(r"^\s*(mean_reward|success_rate)\s*(>=|>|<=|<|==)\s*(-?\d+(?:\.\d+)?)\s*$")

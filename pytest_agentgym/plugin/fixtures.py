@@ -14,8 +14,8 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_agentgym.results import EpisodeRecord
-from pytest_agentgym.settings import HARNESS_KEY
+from pytest_agentgym.results.records import EpisodeRecord
+from pytest_agentgym.config.settings import HARNESS_KEY
 
 
 @pytest.fixture
@@ -39,5 +39,5 @@ def agentgym_episode(request: pytest.FixtureRequest) -> Callable[..., EpisodeRec
 
 @pytest.fixture
 def agentgym_run(request: pytest.FixtureRequest) -> Any:
-    """The run's :class:`~pytest_agentgym.run.EvaluationRun` (settings, run directory, ...)."""
+    """The run's :class:`~pytest_agentgym.run.evaluation.EvaluationRun` (settings, run directory, ...)."""
     return request.config.stash[HARNESS_KEY]

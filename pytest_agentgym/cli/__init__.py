@@ -165,7 +165,7 @@ def _rollout_server_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _rollout_server(args: argparse.Namespace) -> int:
-    from pytest_agentgym.ledger import LedgerError
+    from pytest_agentgym.results.ledger import LedgerError
     from pytest_agentgym.model.client import read_api_key
     from pytest_agentgym.rollouts.app import serve
     from pytest_agentgym.rollouts.node import NodeError, RolloutNode
@@ -219,8 +219,8 @@ def _compare(args: argparse.Namespace) -> int:
     import json
 
     from pytest_agentgym.compare import CompareError, compare_runs
-    from pytest_agentgym.gates import DEFAULT_MAX_ERROR_RATE
-    from pytest_agentgym.ledger import LedgerError, resolve_run_dir
+    from pytest_agentgym.results.gates import DEFAULT_MAX_ERROR_RATE
+    from pytest_agentgym.results.ledger import LedgerError, resolve_run_dir
 
     reports = Path(args.reports)
     try:
@@ -268,8 +268,8 @@ def _write_html(command: str, path: str, write: Callable[[Path], Path]) -> Path 
 
 def _trend(args: argparse.Namespace) -> int:
     from pytest_agentgym.compare import CompareError
-    from pytest_agentgym.gates import DEFAULT_MAX_ERROR_RATE
-    from pytest_agentgym.ledger import LedgerError, resolve_run_dir
+    from pytest_agentgym.results.gates import DEFAULT_MAX_ERROR_RATE
+    from pytest_agentgym.results.ledger import LedgerError, resolve_run_dir
     from pytest_agentgym.report.trend import build_trend, write_trend_html
 
     reports = Path(args.reports)
@@ -308,9 +308,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return envs_main(config=args.config, host=args.host, timeout=args.timeout, node=args.node)
     if args.command == "report":
-        from pytest_agentgym.ledger import settle_crashed
+        from pytest_agentgym.results.ledger import settle_crashed
         from pytest_agentgym.report.render import render_run_dir
-        from pytest_agentgym.store import RunDir
+        from pytest_agentgym.results.store import RunDir
 
         info = settle_crashed(RunDir(args.run_dir))  # a run left "running" by a dead process
         if info is not None and info.status == "crashed":
@@ -328,7 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "trend":
         return _trend(args)
     if args.command == "merge":
-        from pytest_agentgym.merge import merge_command
+        from pytest_agentgym.run.merge import merge_command
 
         return merge_command(args.shards, args.out, baseline=args.baseline, report=not args.no_report)
     if args.command == "worker":

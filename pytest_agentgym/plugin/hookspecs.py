@@ -36,7 +36,7 @@ def pytest_agentgym_add_environments(config: pytest.Config, specs: dict[str, Any
 @pytest.hookspec
 def pytest_agentgym_episode_finished(config: pytest.Config, record: Any) -> None:
     """Called once per finished episode (in the controller under pytest-xdist),
-    with its :class:`~pytest_agentgym.results.EpisodeRecord`. Example::
+    with its :class:`~pytest_agentgym.results.records.EpisodeRecord`. Example::
 
         def pytest_agentgym_episode_finished(config, record):
             if record.error:
@@ -47,7 +47,7 @@ def pytest_agentgym_episode_finished(config: pytest.Config, record: Any) -> None
 @pytest.hookspec
 def pytest_agentgym_run_finished(config: pytest.Config, summaries: dict, verdicts: list) -> None:
     """Called once at the end of a run with the per-environment summaries
-    (:class:`~pytest_agentgym.aggregate.EnvSummary`) and the gate verdicts. Example::
+    (:class:`~pytest_agentgym.results.aggregate.EnvSummary`) and the gate verdicts. Example::
 
         def pytest_agentgym_run_finished(config, summaries, verdicts):
             for env, summary in summaries.items():

@@ -18,7 +18,7 @@ def show_sampling(sampling: dict[str, Any]) -> str:
 def header_lines(run: Any, probe: bool) -> list[str]:
     """Before collection: the node, the resumed run, the model endpoint (probed unless
     ``probe`` is false, as with --collect-only), the node's sampling, the rerun command."""
-    from pytest_agentgym.redact import redact_text
+    from pytest_agentgym.results.redact import redact_text
 
     s = run.settings
     lines = [f"agentgym: node {s.node} ({s.node_file}), run {s.run_id}, seed {s.seed if s.seed is not None else 'none'}"]
@@ -79,7 +79,7 @@ def summary_table(summaries: dict[str, Any]) -> list[Line]:
 
 
 def summary_lines(run: Any) -> list[Line]:
-    """``run`` is a finished :class:`~pytest_agentgym.run.EvaluationRun`."""
+    """``run`` is a finished :class:`~pytest_agentgym.run.evaluation.EvaluationRun`."""
     lines: list[Line] = [("", {})]
     lines.extend(summary_table(run.summaries))
     for v in run.verdicts:

@@ -20,7 +20,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Iterable, Mapping, Sequence
 
-from pytest_agentgym.results import EpisodeRecord
+from pytest_agentgym.results.records import EpisodeRecord
 
 #: A reward range: (lowest, highest) reward an environment can give.
 RewardRange = tuple[float, float]

@@ -15,11 +15,11 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-from pytest_agentgym.results import EpisodeRecord, ErrorInfo
+from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo
 
 if TYPE_CHECKING:  # episode brings the environment client (httpx, jinja2): a run
     # spawns its servers (warm_up) before it imports that
-    from pytest_agentgym.episode import Completion
+    from pytest_agentgym.engine.episode import Completion
 
 
 class ModelAdapter:
@@ -29,7 +29,7 @@ class ModelAdapter:
     (:meth:`RunResources.effective_sampling`), sent as it is."""
 
     def __init__(self, client: Any, base_sampling: Any) -> None:
-        from pytest_agentgym.episode import Completion
+        from pytest_agentgym.engine.episode import Completion
 
         self._completion = Completion
         self._client = client
@@ -100,7 +100,7 @@ class RunResources:
         self._warmed = False
         #: the first endpoint's reference agent, spawned before the endpoint is chosen (and
         #: ours to stop until the chosen endpoint takes it over)
-        self._spawned_agent = None  # servers.process.ManagedServer
+        self._spawned_agent = None  # process.managed.ManagedServer
         if worker_input is not None:
             self.env_urls = dict(worker_input["agentgym_env_urls"])
 
@@ -176,7 +176,7 @@ class RunResources:
         if first.kind != "reference":
             return
         from pytest_agentgym.model.launcher import reference_agent
-        from pytest_agentgym.servers.process import ServerError
+        from pytest_agentgym.process.managed import ServerError
 
         self.log_dir.mkdir(parents=True, exist_ok=True)
         agent = reference_agent(first, self.log_dir)
@@ -204,7 +204,7 @@ class RunResources:
         be had is remembered in :attr:`env_errors` and its episodes become error records."""
         if self.worker is not None or self.fleet is not None:
             return  # xdist: the controller's; a queue: each worker's own
-        from pytest_agentgym.servers.process import ServerError
+        from pytest_agentgym.process.managed import ServerError
 
         names = list(names)
         for name in names:  # what the fingerprint and run.json say of an environment without a server
@@ -274,7 +274,7 @@ class RunResources:
     def _identity(self, name: str, server: Any) -> str:
         import httpx
 
-        from pytest_agentgym.fingerprint import server_identity
+        from pytest_agentgym.results.fingerprint import server_identity
 
         spec = self.settings.spec(name)
         how = "attached" if server.attached else (f"embedded {spec.embedded}" if spec.embedded
@@ -315,7 +315,7 @@ class RunResources:
                                     retry=RetryPolicy(retries=worker["agentgym_model_retries"]))
             return ModelAdapter(client, sampling)
 
-        from pytest_agentgym.engine import Engine
+        from pytest_agentgym.engine.runner import Engine
 
         self.engine = Engine(concurrency=concurrency, model_factory=model_factory, adapters=adapters,
                              env_urls=self.env_urls, before_retry=self.before_retry, on_finished=on_finished)
@@ -364,7 +364,7 @@ class RunResources:
 
     def stop(self) -> None:
         """Close the engine and stop what this process started (idempotent)."""
-        from pytest_agentgym.servers.process import in_parallel
+        from pytest_agentgym.process.managed import in_parallel
 
         if self.engine is not None:
             self.engine.close()

@@ -1,6 +1,6 @@
 """JSON Lines files that survive full disks, crashes and several writers.
 
-Used for ``episodes.jsonl`` (:mod:`pytest_agentgym.store`) and the NATS outbox
+Used for ``episodes.jsonl`` (:mod:`pytest_agentgym.results.store`) and the NATS outbox
 (:mod:`pytest_agentgym.publish.outbox`).
 
 Writing (:func:`append_line`): one record is one line, written whole or not

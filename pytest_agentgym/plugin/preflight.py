@@ -98,7 +98,7 @@ def preflight(settings: Any, paths: list[str] | None = None, out: TextIO | None 
     problems = 0
     out.write(f"agentgym preflight: node {settings.node} ({settings.node_file})\n")
     if model is None:
-        from pytest_agentgym.run import EvaluationRun
+        from pytest_agentgym.run.evaluation import EvaluationRun
 
         model = EvaluationRun(settings).model_settings()
     checks = check_model_chain(model)
@@ -110,7 +110,7 @@ def preflight(settings: Any, paths: list[str] | None = None, out: TextIO | None 
         out.write("  would use: nothing, no endpoint of the chain is usable (every episode would be an error)\n")
     else:
         out.write(f"  would use: {chosen.label} {chosen.describe}\n")
-    from pytest_agentgym.collect import suites_under
+    from pytest_agentgym.plugin.collect import suites_under
 
     broken: list[str] = []
     names = {suite.environment for suite in suites_under(paths or [], settings, broken)}

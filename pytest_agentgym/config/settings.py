@@ -26,7 +26,7 @@ from pytest_agentgym.envs.spec import (
     read_yaml,
     spec_from_mapping,
 )
-from pytest_agentgym.options import BY_NAME, OPTIONS, Option
+from pytest_agentgym.config.options import BY_NAME, OPTIONS, Option
 
 PACKAGE_NODES = DEFAULT_ENVS_FILE.parent / "nodes"
 _PROFILE_KEYS = {"name", "description", "model", "limits", "nats", "envs", "vllm"}
@@ -74,7 +74,7 @@ class Settings:
     node_max_error_rate: float | None = None
     #: --agentgym-resume, resolved to the run directory
     resume: Path | None = None
-    #: --agentgym-shard (pytest_agentgym.shards.Shard), ``auto`` resolved
+    #: --agentgym-shard (pytest_agentgym.run.shards.Shard), ``auto`` resolved
     shard: Any = None
     #: --agentgym-queue (a queue.address.QueueAddress): workers play the episodes
     queue: Any = None
@@ -202,8 +202,8 @@ def load_env_specs(rootdir: Path, profile: dict[str, Any], node_file: Path) -> d
 
 def rerun_command(config: pytest.Config, seed: int | None) -> str:
     """The command that reruns this run, for the header and run.json. Credentials
-    in URLs are shown as ``***`` (:func:`pytest_agentgym.redact.redact_text`)."""
-    from pytest_agentgym.redact import redact_text
+    in URLs are shown as ``***`` (:func:`pytest_agentgym.results.redact.redact_text`)."""
+    from pytest_agentgym.results.redact import redact_text
 
     args = [a for a in config.invocation_params.args if not a.startswith("--agentgym-run-id")]
     if seed is not None and not any(a.startswith("--agentgym-seed") for a in args):
@@ -309,7 +309,7 @@ def _baseline_dir(value: str | None, reports: Path) -> str | None:
         return None
     from pytest_agentgym.compare import CompareError
     from pytest_agentgym.compare.runs import load_run
-    from pytest_agentgym.ledger import LedgerError, resolve_run_dir
+    from pytest_agentgym.results.ledger import LedgerError, resolve_run_dir
 
     try:
         path = resolve_run_dir(value, reports)
@@ -328,8 +328,8 @@ def _resume_target(values: dict[str, Any], reports: Path) -> tuple[Path | None, 
     ``latest``) and its run id; a different --agentgym-run-id is a usage error."""
     if not values["resume"]:
         return None, values["run_id"]
-    from pytest_agentgym.ledger import LedgerError, resolve_run_dir
-    from pytest_agentgym.store import RunDir
+    from pytest_agentgym.results.ledger import LedgerError, resolve_run_dir
+    from pytest_agentgym.results.store import RunDir
 
     try:
         path = resolve_run_dir(values["resume"], reports)
@@ -349,14 +349,14 @@ def _resume_target(values: dict[str, Any], reports: Path) -> tuple[Path | None, 
 def _shard(values: dict[str, Any], resume: Path | None, run_id: str | None) -> tuple[Any, str | None]:
     """--agentgym-shard (auto: from the scheduler's variables) and the run id the shards share:
     --agentgym-run-id, else the scheduler's (a Slurm array's job id). A resumed shard keeps its shard."""
-    from pytest_agentgym import shards
+    from pytest_agentgym.run import shards
 
     try:
         shard = shards.resolve(values["shard"], os.environ)
     except shards.ShardError as exc:
         raise pytest.UsageError(str(exc)) from None
     if resume is not None:
-        from pytest_agentgym.store import RunDir
+        from pytest_agentgym.results.store import RunDir
 
         was = shards.from_record(RunDir(resume).read_info().shard)
         if shard is None or was is None or (shard.index, shard.count) == (was.index, was.count):

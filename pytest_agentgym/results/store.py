@@ -7,12 +7,12 @@
 
 Each episode line is appended whole or not at all, under a lock shared with
 the other processes of the run, the moment the episode ends (see
-:mod:`pytest_agentgym.jsonl`): a run killed with SIGKILL keeps every finished
+:mod:`pytest_agentgym.results.jsonl`): a run killed with SIGKILL keeps every finished
 episode, and a full disk raises :class:`ResultsWriteError` with the file cut
 back to whole lines. A torn or unreadable line is skipped when reading and
 reported (``RunDir.skipped``, :meth:`RunDir.read_episodes_report`).
 
-What is stored is redacted first (:mod:`pytest_agentgym.redact`): no URL in
+What is stored is redacted first (:mod:`pytest_agentgym.results.redact`): no URL in
 run.json or episodes.jsonl carries a password or a key.
 """
 
@@ -24,7 +24,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from pytest_agentgym.jsonl import (
+from pytest_agentgym.results.jsonl import (
     ResultsWriteError,
     SkippedLine,
     append_line,
@@ -32,8 +32,8 @@ from pytest_agentgym.jsonl import (
     read_records,
     strict_dumps,
 )
-from pytest_agentgym.redact import redact_data
-from pytest_agentgym.results import EpisodeRecord, RunInfo
+from pytest_agentgym.results.redact import redact_data
+from pytest_agentgym.results.records import EpisodeRecord, RunInfo
 
 __all__ = ["RunDir", "ResultsWriteError", "SkippedLine", "check_writable", "point_latest"]
 
@@ -94,7 +94,7 @@ class RunDir:
 
     def append_episode(self, record: EpisodeRecord) -> None:
         """Append one record to episodes.jsonl: the whole line or nothing (see
-        :func:`pytest_agentgym.jsonl.append_line`). Raises :class:`ResultsWriteError`
+        :func:`pytest_agentgym.results.jsonl.append_line`). Raises :class:`ResultsWriteError`
         (an OSError) naming the file, the error and what to do."""
         append_line(self.episodes_file, redact_data(record.to_dict()), then=self.resume_advice)
 

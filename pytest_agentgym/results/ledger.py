@@ -7,7 +7,7 @@ A :class:`RunLedger` owns ``run.json`` and ``episodes.jsonl`` of one run:
 * ``--agentgym-resume`` reopens one: the scored episodes of earlier generations
   are *kept* (their items report the stored record), every other episode runs
   again as generation ``n + 1``; readers count the newest generation of each
-  (env, task, repeat) (:func:`~pytest_agentgym.results.current_records`);
+  (env, task, repeat) (:func:`~pytest_agentgym.results.records.current_records`);
 * the status in run.json follows the run: ``running`` while it runs, then one of
   the end states (:func:`final_status`), or ``crashed`` when a later reader finds a
   ``running`` run whose process is gone (:func:`settle_crashed`).
@@ -24,8 +24,8 @@ import socket
 from pathlib import Path
 from typing import Any, Iterable
 
-from pytest_agentgym.results import EpisodeRecord, RunInfo, current_records
-from pytest_agentgym.store import LATEST, RunDir
+from pytest_agentgym.results.records import EpisodeRecord, RunInfo, current_records
+from pytest_agentgym.results.store import LATEST, RunDir
 
 
 class LedgerError(ValueError):
@@ -64,7 +64,7 @@ def settle_crashed(run_dir: RunDir) -> RunInfo | None:
         return None
     info = run_dir.read_info()
     if info.status == "running" and process_alive(info.process) is False:
-        from pytest_agentgym.events import utc_now
+        from pytest_agentgym.results.events import utc_now
 
         info = dataclasses.replace(
             info, status="crashed",
@@ -204,7 +204,7 @@ class RunLedger:
 
     def begin(self, info: RunInfo) -> RunInfo:
         """Write run.json as ``running`` (a resumed run keeps its first start time)."""
-        from pytest_agentgym.events import utc_now
+        from pytest_agentgym.results.events import utc_now
 
         info = dataclasses.replace(info, status="running", process=this_process(),
                                    generation=self.generation, ended_at=None)

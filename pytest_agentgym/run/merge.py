@@ -4,7 +4,7 @@
     pytest-agentgym merge reports/R --out reports/R      (the shard-I-of-N directories in it)
 
 Before anything is written, the shards are checked (:func:`check`): they are shards
-(run.json ``shard``, see :mod:`pytest_agentgym.shards`) of the same run id, count and
+(run.json ``shard``, see :mod:`pytest_agentgym.run.shards`) of the same run id, count and
 selection, none still running, with the same fingerprint, pytest-agentgym version,
 gating settings and suite plans; every shard is given once, and together they hold
 every episode of the selection exactly once. Each problem is named (a missing shard
@@ -29,11 +29,13 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Iterable, Sequence
 
-from pytest_agentgym import fingerprint, shards
+from pytest_agentgym.results import fingerprint
+
+from pytest_agentgym.run import shards
 from pytest_agentgym.compare.settings_check import describe_keys
-from pytest_agentgym.gates import GateVerdict
-from pytest_agentgym.results import EpisodeRecord, RunInfo, current_records
-from pytest_agentgym.store import RunDir
+from pytest_agentgym.results.gates import GateVerdict
+from pytest_agentgym.results.records import EpisodeRecord, RunInfo, current_records
+from pytest_agentgym.results.store import RunDir
 
 #: run.json settings that every shard must share: they change what is measured or how it is gated.
 MUST_MATCH = ("envs", "tasks", "repeat", "max_rounds", "episode_timeout", "seed", "retries", "sampling",
@@ -97,7 +99,7 @@ def load(path: Path) -> ShardRun:
     if not info.shard:
         raise MergeError(f"{path} is not a shard: its run.json has no 'shard' (it was not run with "
                          f"--agentgym-shard); merge joins the shards of one sharded run")
-    from pytest_agentgym.jsonl import read_records
+    from pytest_agentgym.results.jsonl import read_records
 
     pairs, skipped = read_records(run_dir.episodes_file, lambda data: (EpisodeRecord.from_dict(data), data))
     return ShardRun(path, info, [p[0] for p in pairs], [p[1] for p in pairs], [str(line) for line in skipped])
@@ -214,7 +216,7 @@ def _check_out(out: Path, run_id: str, runs: Sequence[ShardRun]) -> None:
 
 
 def _merged_info(runs: Sequence[ShardRun], current: Sequence[EpisodeRecord], baseline: str | None) -> RunInfo:
-    from pytest_agentgym.ledger import final_status
+    from pytest_agentgym.results.ledger import final_status
 
     first = runs[0]
     ended = [r.info.ended_at or r.info.started_at for r in runs]
@@ -246,7 +248,7 @@ def _write_episodes(run_dir: RunDir, lines: Iterable[dict[str, Any]]) -> None:
     """The shards' lines as they were read (already redacted when the shards wrote them)."""
     import json
 
-    from pytest_agentgym.jsonl import strict_dumps
+    from pytest_agentgym.results.jsonl import strict_dumps
 
     tmp = run_dir.episodes_file.with_suffix(".jsonl.tmp")
     with open(tmp, "w", encoding="utf-8") as handle:
@@ -274,7 +276,7 @@ class Merged:
 def _baseline_verdicts(baseline: str, out: Path, plans: dict, settings: dict, shards_baseline: str | None
                        ) -> tuple[list[GateVerdict], list[Any]]:
     from pytest_agentgym.compare import CompareError, compare_runs
-    from pytest_agentgym.verdicts import baseline_verdicts
+    from pytest_agentgym.run.plans import baseline_verdicts
 
     if baseline != shards_baseline and not settings.get("allow_mismatch"):
         try:  # the shards checked theirs before the first episode; check this one now
@@ -291,7 +293,7 @@ def merge(paths: Sequence[str | Path], out: str | Path, *, baseline: str | None 
           report: bool = True) -> Merged:
     """Check the shards in ``paths`` and write the run they make to ``out``. ``baseline``:
     compare with this run directory instead of the shards' --agentgym-baseline."""
-    from pytest_agentgym.verdicts import counts, judge_with_ranges, plan_from_record
+    from pytest_agentgym.run.plans import counts, judge_with_ranges, plan_from_record
 
     if not paths:
         raise MergeError("give the shards' run directories (or reports/<run_id> that holds them)")
@@ -330,7 +332,7 @@ def merge(paths: Sequence[str | Path], out: str | Path, *, baseline: str | None 
     info = dataclasses.replace(info, counts=tallies, gates=tuple(v.to_dict() for v in verdicts))
     run_dir.write_info(info)
     if out.resolve().name == info.run_id:  # reports/<run_id>: the merged run is the run
-        from pytest_agentgym.store import point_latest
+        from pytest_agentgym.results.store import point_latest
 
         point_latest(out.resolve().parent, info.run_id)
     merged = Merged(out, info, summaries, verdicts)
@@ -345,7 +347,7 @@ def merge_command(paths: Sequence[str], out: str, *, baseline: str | None, repor
     """``pytest-agentgym merge``: exit 0 all gates passed, 1 a gate did not, 2 the shards cannot be merged."""
     import sys
 
-    from pytest_agentgym.terminal import summary_table
+    from pytest_agentgym.plugin.terminal import summary_table
 
     try:
         merged = merge(paths, out, baseline=baseline, report=report)

@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 import psutil
 
-from pytest_agentgym.redact import redact_text
+from pytest_agentgym.results.redact import redact_text
 from pytest_agentgym.servers.health import (
     ANY_ANSWER,
     DEFAULT_HOST,

@@ -3,9 +3,9 @@
 :class:`EvaluationRun` is what the plugin drives; it imports nothing of pytest
 (the plugin hands it the settings and the items' facts). It ties three parts:
 
-* :class:`~pytest_agentgym.resources.RunResources`: the endpoint, the servers,
+* :class:`~pytest_agentgym.run.services.RunResources`: the endpoint, the servers,
   the engine and the publisher (what runs);
-* :class:`~pytest_agentgym.ledger.RunLedger`: run.json and episodes.jsonl, the
+* :class:`~pytest_agentgym.results.ledger.RunLedger`: run.json and episodes.jsonl, the
   status, resume (what is recorded);
 * gates and the report at the end (what is concluded), see :meth:`finish`.
 
@@ -22,20 +22,20 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from pytest_agentgym.aggregate import EnvSummary
+from pytest_agentgym.results.aggregate import EnvSummary
 from pytest_agentgym.envs import adapter_class
-from pytest_agentgym.gates import GateVerdict
-from pytest_agentgym.ledger import LedgerError, RunLedger, final_status, git_commit, settings_snapshot
-from pytest_agentgym.resources import RunResources
-from pytest_agentgym.results import EpisodeRecord, ErrorInfo, RunInfo
-from pytest_agentgym.store import RunDir, point_latest
-from pytest_agentgym.verdicts import EnvPlan, baseline_verdicts, judge, max_rounds_for, plan_for
-from pytest_agentgym.verdicts import counts as run_counts
+from pytest_agentgym.results.gates import GateVerdict
+from pytest_agentgym.results.ledger import LedgerError, RunLedger, final_status, git_commit, settings_snapshot
+from pytest_agentgym.run.services import RunResources
+from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo, RunInfo
+from pytest_agentgym.results.store import RunDir, point_latest
+from pytest_agentgym.run.plans import EnvPlan, baseline_verdicts, judge, max_rounds_for, plan_for
+from pytest_agentgym.run.plans import counts as run_counts
 
 if TYPE_CHECKING:  # the environment client (httpx, jinja2) is imported after warm_up
     # has spawned the servers, where the first episode is made
     from pytest_agentgym.envs.base import EnvAdapter
-    from pytest_agentgym.episode import EpisodeRequest
+    from pytest_agentgym.engine.episode import EpisodeRequest
 
 
 class RunAborted(RuntimeError):
@@ -96,7 +96,7 @@ class EvaluationRun:
         return self.resources.model_settings()
 
     def header_lines(self, probe: bool) -> list[str]:
-        from pytest_agentgym.terminal import header_lines
+        from pytest_agentgym.plugin.terminal import header_lines
 
         return header_lines(self, probe and self.has_suites)
 
@@ -106,7 +106,7 @@ class EvaluationRun:
         imports and collects; the first episode waits for the slowest process, not the
         sum. Nothing is launched when those paths hold no suite (the plugin is
         installed, but this run is of other tests)."""
-        from pytest_agentgym.collect import suites_under
+        from pytest_agentgym.plugin.collect import suites_under
 
         try:
             paths = [str(a) for a in self.config.args] if self.config is not None else []
@@ -124,7 +124,7 @@ class EvaluationRun:
             self.resources.spawn_endpoint_ahead()
 
     def sampling_lines(self) -> list[str]:
-        from pytest_agentgym.terminal import sampling_lines
+        from pytest_agentgym.plugin.terminal import sampling_lines
 
         return sampling_lines(self)
 
@@ -138,9 +138,9 @@ class EvaluationRun:
 
     def start_for_paths(self, paths: Sequence[str]) -> None:
         """xdist controller: start what the suites under ``paths`` need, before workers start."""
-        from pytest_agentgym.collect import suites_under
+        from pytest_agentgym.plugin.collect import suites_under
 
-        from pytest_agentgym.collect import episodes
+        from pytest_agentgym.plugin.collect import episodes
 
         for suite in suites_under(list(paths), self.settings):
             self.plan_suite(suite, self._node_path(suite.path))
@@ -181,8 +181,8 @@ class EvaluationRun:
                                         on_finished=self._episode_finished, kept=self.ledger.kept)
 
     def _open_records(self, chosen: Any, env_names: Sequence[str]) -> None:
-        from pytest_agentgym import fingerprint
-        from pytest_agentgym.redact import redact_url
+        from pytest_agentgym.results import fingerprint
+        from pytest_agentgym.results.redact import redact_url
 
         s, resources = self.settings, self.resources
         envs = {}
@@ -228,14 +228,14 @@ class EvaluationRun:
             info = dataclasses.replace(info, notes=info.notes + tuple(notes))
             self.ledger.write(info)
         if resources.publisher is not None:
-            from pytest_agentgym.events import field_status
+            from pytest_agentgym.results.events import field_status
 
             resources.publisher.publish(field_status(info, "started", {}))
 
     def _shard_record(self) -> dict[str, Any]:
         """run.json's ``shard``: this slice, the whole selection and the suites' plans."""
-        from pytest_agentgym import shards
-        from pytest_agentgym.verdicts import plan_record, reward_ranges
+        from pytest_agentgym.run import shards
+        from pytest_agentgym.run.plans import plan_record, reward_ranges
 
         costs = self.selection if self.selection is not None else {
             key: self.plans[key[0]].max_rounds for key in self.planned_keys}
@@ -282,7 +282,7 @@ class EvaluationRun:
     # -- episodes -----------------------------------------------------------------------
 
     def request_for(self, item: Any) -> EpisodeRequest:
-        from pytest_agentgym.episode import EpisodeLimits, EpisodeRequest
+        from pytest_agentgym.engine.episode import EpisodeLimits, EpisodeRequest
 
         s, suite = self.settings, item.suite
         timeout = s.episode_timeout or suite.episode_timeout or s.node_episode_timeout
@@ -315,7 +315,7 @@ class EvaluationRun:
     def read_ahead(self, items: Sequence[Any]) -> None:
         """xdist worker: queue the episodes of ``items`` (the ones queued for this worker,
         in order) so the engine plays up to ``concurrency`` of them at once, as a
-        single process does with all of its items (see pytest_agentgym.readahead)."""
+        single process does with all of its items (see pytest_agentgym.plugin.readahead)."""
         if not self._began:
             return
         for item in items:
@@ -360,7 +360,7 @@ class EvaluationRun:
              episode_timeout: float | None, sampling: dict[str, Any], min_reward: float | None,
              nodeid: str) -> EpisodeRecord:
         """One episode for the ``agentgym_episode`` fixture; blocks until it ends."""
-        from pytest_agentgym.episode import EpisodeLimits, EpisodeRequest
+        from pytest_agentgym.engine.episode import EpisodeLimits, EpisodeRequest
 
         s = self.settings
         try:
@@ -420,7 +420,7 @@ class EvaluationRun:
     def record_crash(self, nodeid: str, message: str) -> EpisodeRecord | None:
         """Controller: the xdist worker running ``nodeid`` died; write its episode's
         error record (``harness:WorkerCrashed``). None when ``nodeid`` is no episode."""
-        from pytest_agentgym.collect import parse_item_name
+        from pytest_agentgym.plugin.collect import parse_item_name
 
         parsed = parse_item_name(nodeid.rsplit("::", 1)[-1])
         if parsed is None or not self._began:
@@ -445,7 +445,7 @@ class EvaluationRun:
         record = EpisodeRecord.from_dict(data)  # not kept here: the record is on disk
         publisher = self.resources.publisher
         if publisher is not None:
-            from pytest_agentgym.events import episode_completed
+            from pytest_agentgym.results.events import episode_completed
 
             publisher.publish(episode_completed(record, node=self.settings.node,
                                                 checkpoint=self.settings.checkpoint))
@@ -495,7 +495,7 @@ class EvaluationRun:
         publisher = self.resources.publisher
         if publisher is None:
             return
-        from pytest_agentgym.events import batch_completed, field_status
+        from pytest_agentgym.results.events import batch_completed, field_status
 
         for env, summary in self.summaries.items() if self.settings.shard is None else ():
             publisher.publish(batch_completed(
@@ -529,7 +529,7 @@ class EvaluationRun:
         return bool(self.settings.baseline) or any(plan.asserts for plan in self.plans.values())
 
     def summary_lines(self) -> list[tuple[str, dict[str, bool]]]:
-        from pytest_agentgym.terminal import summary_lines
+        from pytest_agentgym.plugin.terminal import summary_lines
 
         return summary_lines(self) if self._finished else []
 

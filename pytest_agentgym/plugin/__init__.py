@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentgym import collect, options
-from pytest_agentgym.fixtures import agentgym_episode, agentgym_run  # noqa: F401  (registered here)
-from pytest_agentgym.settings import (
+from pytest_agentgym.plugin import collect
+
+from pytest_agentgym.config import options
+from pytest_agentgym.plugin.fixtures import agentgym_episode, agentgym_run  # noqa: F401  (registered here)
+from pytest_agentgym.config.settings import (
     HARNESS_KEY,
     NODE_SKIPPED_KEY,
     SETTINGS_KEY,
@@ -27,7 +29,7 @@ _READ_AHEAD_KEY = pytest.StashKey[object]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from pytest_agentgym import hookspecs
+    from pytest_agentgym.plugin import hookspecs
 
     pluginmanager.add_hookspecs(hookspecs)
 
@@ -56,7 +58,7 @@ def _uses_xdist(config: pytest.Config) -> bool:
 def _looks_only(config: pytest.Config) -> bool:
     """--agentgym-preflight (--agentgym-dry-run) or --agentgym-list-envs, given on the
     command line, as AGENTGYM_* variables or ini keys."""
-    from pytest_agentgym.settings import flag
+    from pytest_agentgym.config.settings import flag
 
     return flag(config, "list_envs") or flag(config, "preflight")
 
@@ -70,7 +72,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     """--agentgym-list-envs and --agentgym-preflight answer and end the run."""
     if not _looks_only(config):
         return None
-    from pytest_agentgym.preflight import list_envs, preflight
+    from pytest_agentgym.plugin.preflight import list_envs, preflight
 
     config._do_configure()  # resolve settings through the normal path
     try:
@@ -94,13 +96,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SETTINGS_KEY] = settings
     config.stash[SUITE_ERRORS_KEY] = []
     config.stash[NODE_SKIPPED_KEY] = {}
-    from pytest_agentgym.ledger import LedgerError, RunLedger
-    from pytest_agentgym.run import EvaluationRun
+    from pytest_agentgym.results.ledger import LedgerError, RunLedger
+    from pytest_agentgym.run.evaluation import EvaluationRun
 
     worker_input = config.workerinput if _is_worker(config) else None
     ledger = None
     if worker_input is None and _runs_episodes(config):
-        from pytest_agentgym.store import check_writable
+        from pytest_agentgym.results.store import check_writable
 
         unwritable = check_writable(Path(settings.reports).resolve())
         if unwritable is not None:
@@ -172,7 +174,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 def _take_shard(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Keep this shard's slice of ``items``; the rest are deselected (pytest's summary counts them)."""
-    from pytest_agentgym import shards
+    from pytest_agentgym.run import shards
 
     harness = config.stash[HARNESS_KEY]
     for item in items:  # every environment of the selection, so the shard records all the plans
@@ -230,7 +232,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def _as_usage_error(function, *args):  # type: ignore[no-untyped-def]
-    from pytest_agentgym.ledger import LedgerError
+    from pytest_agentgym.results.ledger import LedgerError
 
     try:
         return function(*args)
@@ -247,7 +249,7 @@ def pytest_configure_node(node) -> None:  # type: ignore[no-untyped-def]  (pytes
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-untyped-def]  (pytest-xdist hook)
     """A run of episodes hands each worker its whole share at once (readahead.py)."""
-    from pytest_agentgym.readahead import TAKEN_OVER, make_scheduler
+    from pytest_agentgym.plugin.readahead import TAKEN_OVER, make_scheduler
 
     harness = config.stash.get(HARNESS_KEY, None)
     if getattr(config.option, "dist", None) in TAKEN_OVER and harness is not None and harness.plans:
@@ -262,7 +264,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return
     reader = item.config.stash.get(_READ_AHEAD_KEY, None)
     if reader is None:
-        from pytest_agentgym.readahead import WorkerReadAhead
+        from pytest_agentgym.plugin.readahead import WorkerReadAhead
 
         harness = item.config.stash[HARNESS_KEY]
         reader = WorkerReadAhead(item.config, harness.read_ahead, harness.withdraw,
@@ -297,7 +299,7 @@ def pytest_runtestloop(session: pytest.Session):  # type: ignore[no-untyped-def]
 def _show_notices(config: pytest.Config, start_notices: list) -> None:
     """Advisory notices once per machine (or with -v); the rest every time. Every
     notice is in run.json's notes either way."""
-    from pytest_agentgym import notices
+    from pytest_agentgym.publish import notices
 
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None:
@@ -371,7 +373,7 @@ class _Controller:
         result = yield
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
-            from pytest_agentgym.terminal import status_line
+            from pytest_agentgym.plugin.terminal import status_line
 
             line = status_line(self.harness)
             if line is not None:

@@ -46,8 +46,8 @@ from typing import Any
 
 from pytest_agentgym.envs import register
 from pytest_agentgym.envs.spec import VERIFIERS_PREFIX, EnvSpec, SuccessRule
-from pytest_agentgym.episode import EpisodeRequest, outcome_of
-from pytest_agentgym.results import EpisodeRecord, ErrorInfo, Turn
+from pytest_agentgym.engine.episode import EpisodeRequest, outcome_of
+from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo, Turn
 
 #: The success rule of every verifiers environment (docs/training.md).
 SUCCESS_RULE = "reward >= 1"

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_agentgym.shards import parse_option as parse_shard
+from pytest_agentgym.run.shards import parse_option as parse_shard
 
 
 def _parse_int(text: str, minimum: int) -> int:

@@ -32,10 +32,10 @@ from pytest_agentgym.envs.protocol import EnvBadResponse, EnvClient, EnvServerEr
 from pytest_agentgym.envs.spec import EnvSpec
 from pytest_agentgym.envs.watch import RequestWatch, watch_requests
 from pytest_agentgym.model.errors import ContextLengthExceeded, ModelError, RequestRejected
-from pytest_agentgym.results import ErrorInfo, EpisodeRecord, StopReason, Turn
+from pytest_agentgym.results.records import ErrorInfo, EpisodeRecord, StopReason, Turn
 
 #: Each failed attempt with its traceback; the run writes these to logs/harness.log.
-log = logging.getLogger("pytest_agentgym.episode")
+log = logging.getLogger("pytest_agentgym.engine.episode")
 
 #: Extra seconds the model client's own per-turn budget gets beyond what is left of
 #: the episode's, so that the episode's clock (which knows what it was waiting on)
@@ -284,7 +284,7 @@ def _recovery_failed(exc: BaseException, error: ErrorInfo) -> ErrorInfo:
     """The episode's error when getting ready for a retry failed (e.g. its environment
     server would not restart): that failure, from the side it tried to bring back
     when it is a server that failed, followed by the attempt's own error."""
-    from pytest_agentgym.servers.process import ServerError
+    from pytest_agentgym.process.managed import ServerError
 
     where = error.where if isinstance(exc, ServerError) else classify(exc)
     return ErrorInfo(
@@ -333,7 +333,7 @@ def _budget_ran_out(
 
 def outcome_of(error: ErrorInfo | None, reward: float | None, min_reward: float | None,
                success: bool) -> str:
-    """The episode's verdict (see :data:`~pytest_agentgym.results.Outcome`): with a
+    """The episode's verdict (see :data:`~pytest_agentgym.results.records.Outcome`): with a
     ``min_reward`` the reward decides (``reward >= min_reward`` passes, below it
     fails); without one the environment's success rule does, and an episode that
     did not succeed is ``unsolved``, never a green pass."""

@@ -4,7 +4,7 @@
 episodes; the others are deselected. ``--agentgym-shard=auto`` reads I and N from a
 batch scheduler's variables (:func:`from_environment`). Each shard writes its own run
 directory, ``reports/<run_id>/shard-I-of-N/``; ``pytest-agentgym merge``
-(:mod:`pytest_agentgym.merge`) checks the shards and writes the one run they make.
+(:mod:`pytest_agentgym.run.merge`) checks the shards and writes the one run they make.
 
 The split (:func:`assign`) is a pure function of the selection's episode keys
 (env, task, repeat) and their expected costs (the environment's max rounds): not of
@@ -209,7 +209,7 @@ def encode_selection(keys: Iterable[Key]) -> dict[str, dict[str, str]]:
 
 
 def decode_selection(data: Mapping[str, Mapping[str, str]]) -> set[Key]:
-    from pytest_agentgym.options import parse_tasks
+    from pytest_agentgym.config.options import parse_tasks
 
     return {(env, task, int(repeat)) for env, by_repeat in data.items()
             for repeat, tasks in by_repeat.items() for task in parse_tasks(tasks)}

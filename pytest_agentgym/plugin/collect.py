@@ -35,9 +35,9 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from pytest_agentgym.gates import Gate, GateError
+from pytest_agentgym.results.gates import Gate, GateError
 from pytest_agentgym.envs.spec import is_verifiers, read_yaml
-from pytest_agentgym.options import parse_tasks
+from pytest_agentgym.config.options import parse_tasks
 
 _SUITE_MARK = re.compile(r"^environment\s*:", re.MULTILINE)
 SUITE_KEYS = {
@@ -163,7 +163,7 @@ def load_suite(path: Path, node: str, known_envs: list[str], specs: dict[str, An
 def _verifiers_environment(data: dict[str, Any], where: str, specs: dict[str, Any] | None) -> dict[str, Any]:
     """The suite's keys once its verifiers environment is loaded (its spec put into
     ``specs``): ``tasks`` defaults to every example."""
-    from pytest_agentgym.integrations.verifiers_suite import VerifiersSuiteError, load_for_suite
+    from pytest_agentgym.envs.verifiers_suite import VerifiersSuiteError, load_for_suite
 
     try:
         return load_for_suite(data, specs)
@@ -291,7 +291,7 @@ class RewardBelowThreshold(AssertionError):
 
 class SuiteFile(pytest.File):
     def collect(self) -> Iterator[pytest.Item]:
-        from pytest_agentgym.settings import NODE_SKIPPED_KEY, SETTINGS_KEY, SUITE_ERRORS_KEY
+        from pytest_agentgym.config.settings import NODE_SKIPPED_KEY, SETTINGS_KEY, SUITE_ERRORS_KEY
 
         settings = self.config.stash[SETTINGS_KEY]
         try:
@@ -345,9 +345,9 @@ class EpisodeItem(pytest.Item):
         return (self.suite.environment, self.task_index, self.repeat)
 
     def setup(self) -> None:
-        from pytest_agentgym.episode import outcome_of
-        from pytest_agentgym.run import RunAborted
-        from pytest_agentgym.settings import HARNESS_KEY
+        from pytest_agentgym.engine.episode import outcome_of
+        from pytest_agentgym.run.evaluation import RunAborted
+        from pytest_agentgym.config.settings import HARNESS_KEY
 
         harness = self.config.stash[HARNESS_KEY]
         try:
@@ -387,7 +387,7 @@ class EpisodeItem(pytest.Item):
 
 
 def unsolved_message(record: Any, config: pytest.Config) -> str:
-    from pytest_agentgym.settings import SETTINGS_KEY
+    from pytest_agentgym.config.settings import SETTINGS_KEY
 
     rule = config.stash[SETTINGS_KEY].spec(record.env).success.text
     return (f"unsolved: reward {record.reward} ({record.stop_reason} after {record.rounds} round(s)); "

@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from pytest_agentgym.aggregate import EnvSummary, summarize
-from pytest_agentgym.gates import DEFAULT_MAX_ERROR_RATE, Gate, GateVerdict, check_env
-from pytest_agentgym.results import EpisodeRecord
+from pytest_agentgym.results.aggregate import EnvSummary, summarize
+from pytest_agentgym.results.gates import DEFAULT_MAX_ERROR_RATE, Gate, GateVerdict, check_env
+from pytest_agentgym.results.records import EpisodeRecord
 
 
 @dataclass

@@ -15,7 +15,7 @@ publish that is retried (after a lost ack, a server restart, or from the
 outbox) is stored once by JetStream, which deduplicates on the
 ``Nats-Msg-Id`` header.
 
-Every string of a payload goes through :func:`pytest_agentgym.redact.redact_data`
+Every string of a payload goes through :func:`pytest_agentgym.results.redact.redact_data`
 (no URL in an event carries a password or a key), and the bytes on the wire are
 strict JSON: a NaN or infinite number is sent as ``null``.
 """
@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from pytest_agentgym.jsonl import finite_json, json_utf8, strict_dumps
-from pytest_agentgym.redact import redact_data
-from pytest_agentgym.results import EpisodeRecord, RunInfo
+from pytest_agentgym.results.jsonl import finite_json, json_utf8, strict_dumps
+from pytest_agentgym.results.redact import redact_data
+from pytest_agentgym.results.records import EpisodeRecord, RunInfo
 
 if TYPE_CHECKING:  # only for annotations: events sit below aggregate and gates
-    from pytest_agentgym.aggregate import EnvSummary
-    from pytest_agentgym.gates import GateVerdict
+    from pytest_agentgym.results.aggregate import EnvSummary
+    from pytest_agentgym.results.gates import GateVerdict
 
 #: Version of the event payloads. Bump it (and the subjects' ``.vN``) when a
 #: field changes meaning or disappears; adding an optional field needs no bump.
