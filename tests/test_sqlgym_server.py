@@ -28,7 +28,8 @@ from pytest_agentgym.envs.spec import load_default_specs  # noqa: E402
 from pytest_agentgym.servers.embedded.sqlgym_bird import BIRD_PATH_ENV, build_bird, shipped_bird_dir  # noqa: E402
 from pytest_agentgym.servers.embedded.sqlgym_server import SQLGymService, Refused  # noqa: E402
 from pytest_agentgym.servers.pool import embedded_command  # noqa: E402
-from pytest_agentgym.process.managed import ManagedServer, ServerStartError  # noqa: E402
+from pytest_agentgym.process.errors import ServerStartError  # noqa: E402
+from pytest_agentgym.process.managed import ManagedServer  # noqa: E402
 
 GOLDEN = json.loads((DATA / "sqlgym_original_answers.json").read_text())["exchanges"]
 DEV = 9428

@@ -10,29 +10,29 @@ psutil sweep, stopped at interpreter exit). Healthy means passing a
 :class:`~pytest_agentgym.servers.health.HealthCheck`: any answer to ``GET /``
 for environment servers, HTTP 200 from ``GET /health`` for vLLM and the
 reference agent. Ports, probes and message wording live in
-:mod:`pytest_agentgym.servers.health`. See docs/servers.md.
+:mod:`pytest_agentgym.servers.health`; forking a child that dies with us and
+stopping its whole family, in :mod:`pytest_agentgym.process.children`; what a
+failed start raises, in :mod:`pytest_agentgym.process.errors`. See docs/servers.md.
 """
 
 from __future__ import annotations
 
 import atexit
-import ctypes
 import os
-import queue
 import shlex
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 from urllib.parse import urlsplit
 
 import psutil
 
+from pytest_agentgym.process.children import descendants, popen, session_members, signal_group, sweep
+from pytest_agentgym.process.errors import ServerCommandError, ServerError, ServerStartError
 from pytest_agentgym.results.redact import redact_text
 from pytest_agentgym.servers.health import (
     ANY_ANSWER,
@@ -53,89 +53,9 @@ from pytest_agentgym.servers.health import (
 if TYPE_CHECKING:  # see servers.health: imported where a server is first probed
     import httpx
 
-__all__ = ["ManagedServer", "POLL_INTERVAL", "ServerCommandError", "ServerError", "ServerStartError"]
+__all__ = ["ManagedServer", "POLL_INTERVAL"]
 
 POLL_INTERVAL = 0.05  # seconds between health probes while waiting
-
-
-class ServerError(RuntimeError):
-    """A server could not be started, reached or restarted. Credentials in the
-    URLs of its message (and its command line) are shown as ``***``."""
-
-    def __init__(self, message: str = "", *args: Any) -> None:
-        super().__init__(redact_text(message), *args)
-
-
-class ServerStartError(ServerError):
-    """A server did not become healthy; ``exit_code`` is set when its process died,
-    ``attempts`` says how many starts were tried."""
-
-    def __init__(self, message: str, *, exit_code: int | None = None, log_tail: str = "",
-                 attempts: int = 1) -> None:
-        self.exit_code = exit_code
-        self.log_tail = log_tail
-        self.attempts = attempts
-        super().__init__(message)  # pickles whole: the keywords have defaults, the state is kept
-
-
-class ServerCommandError(ServerStartError):
-    """The server's command could not be run at all (not found, not executable);
-    starting it again cannot help."""
-
-
-# -- spawning: a death signal, from a thread that lives as long as the process -------
-
-_PR_SET_PDEATHSIG = 1
-_libc = None
-if sys.platform.startswith("linux"):
-    try:
-        _libc = ctypes.CDLL(None, use_errno=True)  # loaded here: never dlopen after fork
-    except OSError:  # pragma: no cover - no libc symbols available
-        _libc = None
-
-
-def _child_setup(parent_pid: int, death_signal: int) -> Callable[[], None]:
-    """What the child runs between fork and exec: die with the parent (Linux)."""
-
-    def setup() -> None:
-        if _libc is not None:
-            _libc.prctl(_PR_SET_PDEATHSIG, death_signal)
-            if os.getppid() != parent_pid:  # the parent died before prctl took effect
-                os._exit(1)
-
-    return setup
-
-
-# PR_SET_PDEATHSIG fires when the *thread* that forked the child ends, not the
-# process, so a child forked from a short-lived thread (``asyncio.to_thread``, a
-# pool worker) would die with that thread. Children not forked on the main thread
-# are therefore forked by one daemon thread that lives until the process exits.
-_spawn_requests: queue.SimpleQueue = queue.SimpleQueue()
-_spawner_lock = threading.Lock()
-_spawner: list[threading.Thread] = []
-
-
-def _serve_spawn_requests() -> None:
-    while True:
-        function, result = _spawn_requests.get()
-        try:
-            result.set_result(function())
-        except BaseException as exc:  # handed back to the caller
-            result.set_exception(exc)
-
-
-def _popen(argv: list[str], death_signal: int, **kwargs: Any) -> subprocess.Popen:
-    kwargs["preexec_fn"] = _child_setup(os.getpid(), death_signal)
-    if threading.current_thread() is threading.main_thread():
-        return subprocess.Popen(argv, **kwargs)
-    with _spawner_lock:
-        if not _spawner:
-            _spawner.append(threading.Thread(target=_serve_spawn_requests, name="agentgym-spawner",
-                                             daemon=True))
-            _spawner[0].start()
-    result: Future = Future()
-    _spawn_requests.put((lambda: subprocess.Popen(argv, **kwargs), result))
-    return result.result()
 
 
 #: Spawned servers not yet stopped; stopped at interpreter exit (also after Ctrl-C).
@@ -275,7 +195,7 @@ class ManagedServer:
             log.flush()
             self._spawned_at = time.time()
             try:
-                self._proc = _popen(
+                self._proc = popen(
                     argv, self.death_signal, stdin=subprocess.DEVNULL, stdout=log,
                     stderr=subprocess.STDOUT, start_new_session=True, env=env, cwd=self.cwd,
                 )
@@ -415,17 +335,17 @@ class ManagedServer:
             return None
         # Everything it started: its session (it is the session leader, sid == pid),
         # plus descendants that moved to a session of their own.
-        family = _session_members(proc.pid, self._spawned_at)
+        family = session_members(proc.pid, self._spawned_at)
         if proc.poll() is None:
-            family += _descendants(proc.pid)
-            _signal_group(proc.pid, signal.SIGTERM)
+            family += descendants(proc.pid)
+            signal_group(proc.pid, signal.SIGTERM)
             try:
                 proc.wait(grace)
             except subprocess.TimeoutExpired:
-                _signal_group(proc.pid, signal.SIGKILL)
+                signal_group(proc.pid, signal.SIGKILL)
                 proc.wait()
         self._last_exit = proc.returncode
-        _sweep([p for p in {p.pid: p for p in family}.values() if p.pid != proc.pid], grace)
+        sweep([p for p in {p.pid: p for p in family}.values() if p.pid != proc.pid], grace)
         return self._last_exit
 
     def __enter__(self) -> "ManagedServer":
@@ -433,56 +353,3 @@ class ManagedServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def in_parallel(calls: "list[Callable[[], object]]") -> None:
-    """Run ``calls`` side by side, one thread each, and wait for all (the first failure is
-    raised). Stopping a server waits for it to exit (uvicorn takes 0.1-0.2 s); stopping
-    several one after another would add those waits up."""
-    if len(calls) <= 1:
-        for call in calls:
-            call()
-        return
-    with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="agentgym-stop") as pool:
-        futures = [pool.submit(call) for call in calls]
-    for future in futures:
-        future.result()
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _session_members(sid: int, since: float) -> list[psutil.Process]:
-    """Processes in session ``sid`` created after ``since`` (guards against pid reuse)."""
-    members = []
-    for proc in psutil.process_iter(["create_time"]):
-        try:
-            if os.getsid(proc.pid) == sid and proc.info["create_time"] >= since - 1.0:
-                members.append(proc)
-        except (OSError, psutil.Error):
-            continue
-    return members
-
-
-def _descendants(pid: int) -> list[psutil.Process]:
-    try:
-        return psutil.Process(pid).children(recursive=True)
-    except psutil.Error:
-        return []
-
-
-def _sweep(processes: list[psutil.Process], grace: float) -> None:
-    """Terminate the processes still running, then kill those left after ``grace`` s."""
-    left = processes
-    for stage in ("terminate", "kill"):
-        for proc in left:
-            try:
-                if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
-                    getattr(proc, stage)()
-            except psutil.NoSuchProcess:
-                pass
-        _, left = psutil.wait_procs(left, timeout=grace)

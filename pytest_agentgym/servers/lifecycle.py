@@ -28,7 +28,8 @@ from pytest_agentgym.servers.pool import (
     embedded_command,
     plan_server,
 )
-from pytest_agentgym.process.managed import ManagedServer, ServerError, ServerStartError
+from pytest_agentgym.process.errors import ServerError, ServerStartError
+from pytest_agentgym.process.managed import ManagedServer
 
 __all__ = [
     "ANY_ANSWER", "DEFAULT_HOST", "HEALTH_ENDPOINT", "Advice", "HealthCheck", "ManagedServer",
