@@ -8,7 +8,8 @@ import json
 import pytest
 
 from pytest_agentgym.model.checkpoint import ContextLimit, context_limit, fit_max_model_len
-from pytest_agentgym.model.vllm import VLLMOptions, VLLMServer
+from pytest_agentgym.model.vllm import VLLMServer
+from pytest_agentgym.model.vllm_options import VLLMOptions
 
 
 def checkpoint(tmp_path, config=None, tokenizer=None, name="ckpt"):

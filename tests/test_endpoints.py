@@ -18,15 +18,10 @@ import yaml
 
 from conftest import free_port
 from model_faults import FakeEndpoint, ok
-from pytest_agentgym.model.endpoints import (
-    EndpointConfigError,
-    ModelSettings,
-    NoEndpointAvailable,
-    choose_endpoint,
-    parse_endpoint,
-    probe,
-)
-from pytest_agentgym.model.vllm import LaunchError, VLLMOptions, VLLMServer, vllm_command
+from pytest_agentgym.model.endpoint_settings import EndpointConfigError, ModelSettings, parse_endpoint
+from pytest_agentgym.model.endpoints import NoEndpointAvailable, choose_endpoint, probe
+from pytest_agentgym.model.vllm import LaunchError, VLLMServer, vllm_command
+from pytest_agentgym.model.vllm_options import VLLMOptions
 from pytest_agentgym.servers.health import HEALTH_ENDPOINT
 from pytest_agentgym.process.managed import ManagedServer
 

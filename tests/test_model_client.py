@@ -20,10 +20,9 @@ from pytest_agentgym.model.client import (
     EndpointTimeout,
     ModelError,
     RequestRejected,
-    RetryPolicy,
-    Sampling,
-    _retry_after_seconds,
 )
+from pytest_agentgym.model.call_settings import RetryPolicy, Sampling
+from pytest_agentgym.model.errors import retry_after_seconds as _retry_after_seconds
 
 MESSAGES = [{"role": "user", "content": "Your goal: go to the red ball"}]
 FAST_RETRY = RetryPolicy(retries=3, backoff_base=0.05, backoff_max=0.2)

@@ -22,16 +22,13 @@ from conftest import free_port
 from model_faults import FakeEndpoint, ok, status
 from pytest_agentgym.results.events import field_status
 from pytest_agentgym.model.client import EndpointClient, ModelError
-from pytest_agentgym.model.endpoints import (
-    EndpointConfigError,
-    ModelSettings,
-    choose_endpoint,
-    parse_endpoint,
-)
+from pytest_agentgym.model.endpoint_settings import EndpointConfigError, ModelSettings, parse_endpoint
+from pytest_agentgym.model.endpoints import choose_endpoint
 from pytest_agentgym.results.redact import redact_data, redact_text, redact_url
 from pytest_agentgym.report.render import render_run_dir
 from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo, RunInfo, Turn
-from pytest_agentgym.process.managed import ManagedServer, ServerStartError
+from pytest_agentgym.process.errors import ServerStartError
+from pytest_agentgym.process.managed import ManagedServer
 from pytest_agentgym.results.store import RunDir
 
 SECRETS = ("secret", "s3cret")

@@ -14,7 +14,8 @@ import pytest
 
 import fake_vllm
 from projects import episodes, make_project, run, suite
-from pytest_agentgym.model.endpoints import ModelSettings, NoEndpointAvailable, choose_endpoint
+from pytest_agentgym.model.endpoint_settings import ModelSettings
+from pytest_agentgym.model.endpoints import NoEndpointAvailable, choose_endpoint
 from pytest_agentgym.model.launcher import error_line
 
 LOWERED = ("vllm.max_model_len 4096 lowered to 512, the checkpoint's own limit "

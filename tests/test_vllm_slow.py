@@ -25,8 +25,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pytest_agentgym.model.endpoints import ModelSettings, choose_endpoint
-from pytest_agentgym.model.vllm import VLLM_PYTHON_ENV, LaunchError, VLLMOptions, VLLMServer
+from pytest_agentgym.model.endpoint_settings import ModelSettings
+from pytest_agentgym.model.endpoints import choose_endpoint
+from pytest_agentgym.model.vllm import LaunchError, VLLMServer
+from pytest_agentgym.model.vllm_options import VLLM_PYTHON_ENV, VLLMOptions
 
 pytestmark = pytest.mark.slow
 

@@ -25,10 +25,9 @@ import json
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
-if TYPE_CHECKING:
-    from pytest_agentgym.model.vllm import VLLMOptions
+from pytest_agentgym.model.vllm_options import VLLMOptions
 
 __all__ = ["ContextLimit", "context_limit", "fit_max_model_len"]
 
@@ -115,7 +114,8 @@ def context_limit(checkpoint: str | os.PathLike[str]) -> ContextLimit | None:
     return ContextLimit(int(tokens), source)
 
 
-def fit_max_model_len(checkpoint: str | os.PathLike[str], options: "VLLMOptions") -> tuple["VLLMOptions", str | None]:
+def fit_max_model_len(checkpoint: str | os.PathLike[str],
+                      options: VLLMOptions) -> tuple[VLLMOptions, str | None]:
     """``options`` with ``max_model_len`` lowered to the checkpoint's limit when the
     profile asks for more, and a note for the report header saying what was done
     (or that the value could not be checked); ``(options, None)`` when nothing

@@ -21,7 +21,9 @@ the records are exact:
 
 Every failure is a :class:`ModelError` subclass (model/errors.py) naming the
 endpoint URL and the model, and carries the :class:`CallRecord` of the attempts
-made so far.
+made so far. What a call is sent with (:class:`Sampling`, :class:`RetryPolicy`,
+the key) is in model/call_settings.py; what it gives back (:class:`ModelReply`,
+:class:`CallRecord`) in model/records.py.
 
 The API key is read from the environment variable *named* by ``api_key_env``
 and handed to the SDK; this module never prints, logs or keeps it.
@@ -30,18 +32,16 @@ and handed to the SDK; this module never prints, logs or keeps it.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
-import os
 import random
 import time
-from dataclasses import dataclass, field, fields
-from typing import Any, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
 from urllib.parse import parse_qsl
 
 import httpx
 
-from pytest_agentgym.transport import RawAnswer, Route, encode_json
+from pytest_agentgym.model.call_settings import RetryPolicy, Sampling, read_api_key
 from pytest_agentgym.model.errors import (  # re-exported: the client's errors
     ContextLengthExceeded,
     EndpointBadResponse,
@@ -49,162 +49,22 @@ from pytest_agentgym.model.errors import (  # re-exported: the client's errors
     EndpointTimeout,
     ModelError,
     RequestRejected,
+    StatusAnswer,
     context_too_long,
     one_line,
+    retry_after_seconds,
     server_message,
 )
+from pytest_agentgym.model.records import CallRecord, ModelReply
+from pytest_agentgym.transport import KeepAliveTransport, RawAnswer, Route, encode_json
 
 __all__ = [
-    "CallRecord", "ContextLengthExceeded", "EndpointBadResponse", "EndpointClient", "EndpointDown",
-    "EndpointTimeout", "ModelError", "ModelReply", "RequestRejected", "RetryPolicy", "Sampling",
-    "read_api_key", "reject_unknown_keys",
+    "ContextLengthExceeded", "EndpointBadResponse", "EndpointClient", "EndpointDown",
+    "EndpointTimeout", "ModelError", "RequestRejected",
 ]
 
 #: The chat completions path under the endpoint's base URL.
 CHAT_PATH = "/chat/completions"
-
-#: What the SDK is given when the endpoint needs no key (vLLM, Ollama, reference).
-PLACEHOLDER_API_KEY = "EMPTY"
-
-
-# --------------------------------------------------------------------------- records
-
-
-@dataclass(frozen=True)
-class CallRecord:
-    """How one turn's request went, successful or not.
-
-    ``latency_s`` is the wall time of the whole turn (every attempt and every
-    backoff wait); ``retry_reasons`` has one entry per failed attempt that was
-    retried, e.g. ``"HTTP 503: <the server's message>"``, ``"HTTP 429 (Retry-After 1.0 s)"``,
-    ``"connection error: ConnectError"``.
-    """
-
-    latency_s: float
-    attempts: int
-    retry_reasons: tuple[str, ...] = ()
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-
-
-@dataclass(frozen=True)
-class ModelReply:
-    """The assistant's text and how it was obtained."""
-
-    text: str
-    record: CallRecord
-    finish_reason: str | None = None
-    model: str | None = None
-    #: The endpoint's per-token data for this reply, untouched (see :data:`TOKEN_DATA_KEYS`);
-    #: None when it sent none.
-    token_data: dict[str, Any] | None = None
-
-    @property
-    def latency_s(self) -> float:
-        return self.record.latency_s
-
-    @property
-    def prompt_tokens(self) -> int | None:
-        return self.record.prompt_tokens
-
-    @property
-    def completion_tokens(self) -> int | None:
-        return self.record.completion_tokens
-
-
-# --------------------------------------------------------------------------- settings
-
-
-def reject_unknown_keys(data: Mapping[str, Any], allowed: Iterable[str], where: str, *,
-                        error: type[Exception] = ValueError, scope: str = "", hint: str = "") -> None:
-    """Raise ``error`` when a profile section ``where`` has keys outside ``allowed``.
-
-    The message lists them and the allowed ones, e.g. ``model.sampling: unknown
-    key(s) temprature; allowed: max_tokens, ...``; ``scope`` qualifies the
-    allowed list (`` for kind ollama``) and ``hint`` ends the message.
-    """
-    allowed = set(allowed)
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        raise error(f"{where}: unknown key(s) {', '.join(unknown)}{scope}; "
-                    f"allowed: {', '.join(sorted(allowed))}{hint}")
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """Sampling parameters sent with every request; ``None`` means "not sent",
-    so the endpoint's own default applies."""
-
-    temperature: float | None = None
-    top_p: float | None = None
-    max_tokens: int | None = None
-    seed: int | None = None
-    stop: tuple[str, ...] | None = None
-    #: Ask for per-token log probabilities (OpenAI ``logprobs``, ``top_logprobs``).
-    logprobs: bool | None = None
-    top_logprobs: int | None = None
-    #: Ask vLLM for the prompt's and the reply's token ids (sent in the body as is).
-    return_token_ids: bool | None = None
-
-    @classmethod
-    def from_mapping(cls, data: Mapping[str, Any] | None, *, where: str = "model.sampling") -> "Sampling":
-        """Build from a profile's ``sampling:`` mapping; unknown keys are an error."""
-        if data is None:
-            return cls()
-        if not isinstance(data, Mapping):
-            raise ValueError(f"{where} must be a mapping such as {{temperature: 0.7, max_tokens: 1024}}, "
-                             f"not {type(data).__name__}")
-        reject_unknown_keys(data, (f.name for f in fields(cls)), where)
-        values = dict(data)
-        stop = values.get("stop")
-        if isinstance(stop, str):
-            values["stop"] = (stop,)
-        elif stop is not None:
-            values["stop"] = tuple(str(s) for s in stop)
-        for key in ("logprobs", "return_token_ids"):
-            if values.get(key) is not None and not isinstance(values[key], bool):
-                raise ValueError(f"{where}.{key} must be true or false, got {values[key]!r}")
-        for key, kind in (("temperature", float), ("top_p", float), ("max_tokens", int), ("seed", int),
-                          ("top_logprobs", int)):
-            if values.get(key) is not None:
-                try:
-                    values[key] = kind(values[key])
-                except (TypeError, ValueError):
-                    raise ValueError(f"{where}.{key} must be a {kind.__name__}, got {values[key]!r}") from None
-        return cls(**values)
-
-    def request_params(self) -> dict[str, Any]:
-        params = {f.name: getattr(self, f.name) for f in fields(self)}
-        if params["stop"] is not None:
-            params["stop"] = list(params["stop"])
-        # return_token_ids is vLLM's, not OpenAI's: the body is posted as it is, so it goes in plain
-        return {k: v for k, v in params.items() if v is not None}
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How often and how long to retry. Backoff before retry n (1-based) is
-    ``min(backoff_max, backoff_base * 2**(n-1))`` plus up to 10 % jitter."""
-
-    retries: int = 3
-    backoff_base: float = 0.5
-    backoff_max: float = 8.0
-
-    def backoff(self, retry_number: int, rng: random.Random) -> float:
-        delay = min(self.backoff_max, self.backoff_base * 2 ** (retry_number - 1))
-        return delay * (1.0 + 0.1 * rng.random())
-
-
-def read_api_key(api_key_env: str | None) -> str:
-    """The key in the variable named ``api_key_env``, or the placeholder when no
-    variable is named. A named but unset variable is an error (never echoes a value)."""
-    if not api_key_env:
-        return PLACEHOLDER_API_KEY
-    value = os.environ.get(api_key_env)
-    if not value:
-        raise ValueError(f"model.api_key_env names the environment variable {api_key_env}, "
-                         f"but it is not set or empty; export {api_key_env}=<key> or set api_key_env: null")
-    return value
 
 
 # --------------------------------------------------------------------------- client
@@ -264,8 +124,6 @@ class EndpointClient:
         self._rng = random.Random()
         lean = None
         if http_client is None:  # one long-lived client over the lean keep-alive transport
-            from pytest_agentgym.transport import KeepAliveTransport
-
             lean = KeepAliveTransport()
             http_client = httpx.AsyncClient(transport=lean, timeout=self.request_timeout)
         self._http = http_client
@@ -360,7 +218,7 @@ class EndpointClient:
             except refused as exc:
                 status = exc.status_code
                 if status == 429:
-                    retry_after = _retry_after_seconds(exc.response.headers)
+                    retry_after = retry_after_seconds(exc.response.headers)
                     reason = (f"HTTP 429 (Retry-After {retry_after:.1f} s)" if retry_after is not None
                               else "HTTP 429")
                     wait = retry_after
@@ -396,10 +254,10 @@ class EndpointClient:
 
     def _failures(self) -> tuple[tuple[type[BaseException], ...], ...]:
         """What a failed request raises, as (timed out, unreachable, a non-2xx answer):
-        the transport's httpx errors and :class:`_StatusAnswer` on the direct route,
+        the transport's httpx errors and :class:`StatusAnswer` on the direct route,
         the SDK's wrappings of them through the SDK."""
         if self._route is not None:
-            return (httpx.TimeoutException,), (httpx.TransportError,), (_StatusAnswer,)
+            return (httpx.TimeoutException,), (httpx.TransportError,), (StatusAnswer,)
         import openai
 
         return (openai.APITimeoutError,), (openai.APIConnectionError,), (openai.APIStatusError,)
@@ -409,7 +267,7 @@ class EndpointClient:
         the SDK's ``post()`` rebuilds URL, headers and options for every call, which
         cost more CPU than the exchange itself; the route sends the SDK's key, user agent
         and content headers with a body encoded here. A non-2xx answer is
-        raised as :class:`_StatusAnswer`, read as the SDK's ``APIStatusError`` is."""
+        raised as :class:`StatusAnswer`, read as the SDK's ``APIStatusError`` is."""
         if self._route is None:
             try:
                 return await self._sdk.post(CHAT_PATH, cast_to=httpx.Response, body=body,
@@ -419,7 +277,7 @@ class EndpointClient:
                                             options={"timeout": timeout})
         answer = await self._route.request("POST", CHAT_PATH, encode_json(body), timeout)
         if not 200 <= answer.status_code < 300:
-            raise _StatusAnswer(answer)
+            raise StatusAnswer(answer)
         return answer
 
     def _rejected(self, exc: Any, state: _Attempts) -> RequestRejected:
@@ -499,23 +357,6 @@ def _openai_version() -> str:
         return "unknown"
 
 
-class _StatusAnswer(Exception):
-    """A non-2xx answer on the direct route, with what the error handling reads of the
-    SDK's ``APIStatusError``: ``status_code``, ``response`` (headers, text) and ``body``
-    (the JSON answer with ``{"error": ...}`` unwrapped, as the SDK does; else the text)."""
-
-    def __init__(self, response: RawAnswer) -> None:
-        self.response = response
-        self.status_code = response.status_code
-        text = response.text.strip()
-        try:
-            body: Any = json.loads(text)
-        except ValueError:
-            body = text
-        self.body = body.get("error", body) if isinstance(body, dict) else body
-        super().__init__(f"Error code: {self.status_code}")
-
-
 def _whole_characters(value: Any) -> Any:
     """``value`` with each half of a surrogate pair in its strings replaced by U+FFFD, for the
     SDK, which encodes a body as strict UTF-8 (the direct route sends the half as its JSON
@@ -546,28 +387,6 @@ def _cause_name(exc: BaseException) -> str:
         return type(exc).__name__
     cause = exc.__cause__ or exc.__context__
     return type(cause).__name__ if cause is not None else type(exc).__name__
-
-
-def _retry_after_seconds(headers: Mapping[str, str]) -> float | None:
-    """Seconds from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 #: Per-token data an endpoint may send, passed through untouched: in the choice

@@ -2,20 +2,27 @@
 answers are read (the server's message, whether it says the context is too long).
 
 Every error is a :class:`ModelError` naming the endpoint URL and the model and
-carrying the :class:`~pytest_agentgym.model.client.CallRecord` of the attempts so
+carrying the :class:`~pytest_agentgym.model.records.CallRecord` of the attempts so
 far; all of them survive pickling (pytest-xdist workers send exceptions to the
-controller). The client (:mod:`pytest_agentgym.model.client`) raises them.
+controller). The client (:mod:`pytest_agentgym.model.client`) raises them, and
+reads the answers it gets with the functions at the end: the server's message,
+whether it says the context is too long, a ``Retry-After``, and a non-2xx answer
+of the direct route as :class:`StatusAnswer`.
 """
 
 from __future__ import annotations
 
+import email.utils
+import json
 import re
+import time
 from typing import TYPE_CHECKING, Any, Mapping
 
+from pytest_agentgym.model.records import CallRecord
 from pytest_agentgym.results.redact import redact_url
 
 if TYPE_CHECKING:
-    from pytest_agentgym.model.client import CallRecord
+    from pytest_agentgym.transport import RawAnswer
 
 
 class ModelError(Exception):
@@ -135,3 +142,42 @@ def _raw_server_message(exc: Any) -> str:
     response = getattr(exc, "response", None)
     text = getattr(response, "text", "") if response is not None else ""
     return text or str(exc)
+
+
+class StatusAnswer(Exception):
+    """A non-2xx answer on the client's direct route, with what the error handling reads of
+    the SDK's ``APIStatusError``: ``status_code``, ``response`` (headers, text) and ``body``
+    (the JSON answer with ``{"error": ...}`` unwrapped, as the SDK does; else the text)."""
+
+    def __init__(self, response: "RawAnswer") -> None:
+        self.response = response
+        self.status_code = response.status_code
+        text = response.text.strip()
+        try:
+            body: Any = json.loads(text)
+        except ValueError:
+            body = text
+        self.body = body.get("error", body) if isinstance(body, dict) else body
+        super().__init__(f"Error code: {self.status_code}")
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

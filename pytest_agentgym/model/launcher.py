@@ -1,5 +1,6 @@
 """Start the endpoint kinds the plugin launches itself (vLLM on a checkpoint, the
-reference agent), and the endpoint a run ends up using.
+reference agent), as the endpoint a run ends up using
+(:class:`~pytest_agentgym.model.endpoint_settings.ChosenEndpoint`).
 
 :func:`launch` starts one and waits until it is healthy. A start that fails
 after the process ran raises :class:`LaunchFailed`: its message is one line
@@ -14,61 +15,21 @@ from __future__ import annotations
 
 import re
 import signal
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
+from pytest_agentgym.model.endpoint_settings import ChosenEndpoint, EndpointConfig, ModelSettings
 from pytest_agentgym.model.vllm import MODEL_STOP_GRACE, LaunchError, VLLMServer
-from pytest_agentgym.servers.health import HEALTH_ENDPOINT, Advice, describe_exit
 from pytest_agentgym.process.managed import ManagedServer
+from pytest_agentgym.servers.health import HEALTH_ENDPOINT, Advice, describe_exit
 
-if TYPE_CHECKING:
-    from pytest_agentgym.model.endpoints import EndpointConfig, ModelSettings
-
-__all__ = ["ChosenEndpoint", "LaunchFailed", "REFERENCE_STARTUP_TIMEOUT", "launch"]
+__all__ = ["LaunchFailed", "REFERENCE_STARTUP_TIMEOUT", "launch"]
 
 #: how long a launched reference agent may take to answer /health
 REFERENCE_STARTUP_TIMEOUT = 60.0
 #: a log line that ends a Python traceback: ``ValueError: ...``, ``torch.OutOfMemoryError: ...``
 ERROR_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Exit|Interrupt)\b[^:]*: .+")
-
-
-@dataclass
-class ChosenEndpoint:
-    """The endpoint a run uses; ``close()`` stops it when the plugin launched it.
-
-    ``notes`` are lines for the report header and run.json (endpoints passed
-    over, a lowered ``max_model_len``, vLLM's start-up time); ``startup_s`` is
-    the seconds a launched vLLM took from spawn to healthy and ``version`` what
-    its ``GET /version`` answered (None for other kinds)."""
-
-    config: "EndpointConfig"
-    base_url: str
-    model: str
-    notes: tuple[str, ...] = ()
-    process: ManagedServer | VLLMServer | None = None
-    startup_s: float | None = None
-    version: str | None = None
-
-    @property
-    def kind(self) -> str:
-        return self.config.kind
-
-    @property
-    def summary(self) -> str:
-        """One line for the report header."""
-        return "; ".join(self.notes) if self.notes else f"using {self.config.describe()}"
-
-    def close(self) -> None:
-        if self.process is not None:
-            self.process.stop()
-            self.process = None
-
-    def __enter__(self) -> "ChosenEndpoint":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class LaunchFailed(LaunchError):
@@ -121,7 +82,7 @@ def _started(server: Any, process: ManagedServer, label: str, notes: Sequence[st
         raise _one_line(exc, process, label, notes) from exc
 
 
-def _fits_max_tokens(settings: "ModelSettings", max_model_len: int | None) -> list[str]:
+def _fits_max_tokens(settings: ModelSettings, max_model_len: int | None) -> list[str]:
     max_tokens = settings.sampling.max_tokens
     if max_model_len is None or max_tokens is None or max_tokens < max_model_len:
         return []
@@ -129,7 +90,7 @@ def _fits_max_tokens(settings: "ModelSettings", max_model_len: int | None) -> li
             f"every request; lower model.sampling.max_tokens (or pass --agentgym-sampling=max_tokens=N)"]
 
 
-def reference_agent(config: "EndpointConfig", log_dir: Path) -> ManagedServer:
+def reference_agent(config: EndpointConfig, log_dir: Path) -> ManagedServer:
     """The reference agent's process for ``config``, not yet started."""
     return ManagedServer(
         "reference agent",
@@ -141,7 +102,7 @@ def reference_agent(config: "EndpointConfig", log_dir: Path) -> ManagedServer:
         death_signal=signal.SIGTERM)
 
 
-def launch(config: "EndpointConfig", settings: "ModelSettings", log_dir: Path,
+def launch(config: EndpointConfig, settings: ModelSettings, log_dir: Path,
            spawned: ManagedServer | None = None) -> ChosenEndpoint:
     """Start a launched kind and wait until it is healthy. Raises :class:`LaunchError`
     (:class:`LaunchFailed` when the process ran and did not come up). ``spawned``: a

@@ -15,7 +15,9 @@ the harness (``PR_SET_PDEATHSIG``, SIGTERM here so vLLM can stop its workers),
 its output in a log file, HTTP 200 from ``GET /health`` awaited while the
 process is watched, stopped with SIGTERM then SIGKILL to its whole family.
 
-This module does not import pytest or vllm.
+How vLLM is started (the profile's ``vllm:`` section) is
+:class:`~pytest_agentgym.model.vllm_options.VLLMOptions`. This module does not
+import pytest or vllm.
 """
 
 from __future__ import annotations
@@ -23,21 +25,15 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
-from dataclasses import dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any
 
 from pytest_agentgym.model.checkpoint import fit_max_model_len
-from pytest_agentgym.model.client import reject_unknown_keys
+from pytest_agentgym.model.vllm_options import VLLM_PYTHON_ENV, VLLMOptions
 from pytest_agentgym.process import managed as process
+from pytest_agentgym.process.errors import ServerStartError
 from pytest_agentgym.servers.health import HEALTH_ENDPOINT, Advice, free_port
-from pytest_agentgym.process.managed import ServerStartError
 
-__all__ = ["LaunchError", "MODEL_STOP_GRACE", "VLLMOptions", "VLLMServer",
-           "VLLM_PYTHON_ENV", "free_port", "vllm_command"]
-
-#: environment variable naming the python interpreter that has vLLM installed
-VLLM_PYTHON_ENV = "AGENTGYM_VLLM_PYTHON"
+__all__ = ["LaunchError", "MODEL_STOP_GRACE", "VLLMServer", "free_port", "vllm_command"]
 
 #: What launching a model endpoint raises: the process manager's start error,
 #: under the name the model side has always used.
@@ -46,54 +42,6 @@ LaunchError = ServerStartError
 #: How long a launched model server (vLLM, the reference agent) may take to
 #: stop after SIGTERM before it gets SIGKILL; vLLM stops its workers first.
 MODEL_STOP_GRACE = 15.0
-
-
-@dataclass(frozen=True)
-class VLLMOptions:
-    """How vLLM is started. ``None`` leaves vLLM's own default in place.
-
-    The node profile's ``vllm:`` section maps onto these fields one to one
-    (see docs/model.md).
-    """
-
-    python: str | None = None
-    served_model_name: str | None = None
-    host: str = "127.0.0.1"
-    port: int | None = None
-    max_model_len: int | None = None
-    gpu_memory_utilization: float | None = None
-    tensor_parallel_size: int | None = None
-    data_parallel_size: int | None = None
-    seed: int | None = None
-    dtype: str | None = None
-    enforce_eager: bool = False
-    startup_timeout: float = 900.0
-    extra_args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def from_mapping(cls, data: Mapping[str, Any] | None, *, where: str = "vllm") -> "VLLMOptions":
-        """Build from a profile's ``vllm:`` mapping; unknown keys are an error."""
-        if data is None:
-            return cls()
-        if not isinstance(data, Mapping):
-            raise ValueError(f"{where} must be a mapping of vLLM options, not {type(data).__name__}")
-        reject_unknown_keys(data, (f.name for f in fields(cls)), where,
-                            hint=" (pass other vLLM flags in extra_args)")
-        values = dict(data)
-        extra = values.get("extra_args")
-        if isinstance(extra, str):
-            values["extra_args"] = tuple(extra.split())
-        elif extra is not None:
-            values["extra_args"] = tuple(str(a) for a in extra)
-        if values.get("env") is not None:
-            values["env"] = {str(k): str(v) for k, v in dict(values["env"]).items()}
-        else:
-            values.pop("env", None)
-        return cls(**values)
-
-    def interpreter(self) -> str:
-        return self.python or os.environ.get(VLLM_PYTHON_ENV) or sys.executable
 
 
 def vllm_command(checkpoint: str, options: VLLMOptions, port: int) -> list[str]:

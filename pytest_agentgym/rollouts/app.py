@@ -37,7 +37,7 @@ def create_app(service: RolloutService, *, default_base_url: str | None = None) 
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse, StreamingResponse
 
-    from pytest_agentgym.model.client import read_api_key
+    from pytest_agentgym.model.call_settings import read_api_key
     from pytest_agentgym.rollouts.endpoint import check_endpoint
 
     jobs = Jobs()
