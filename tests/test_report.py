@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from pytest_agentgym.report import charts
-from pytest_agentgym.report.render import render_run_dir, script_json, trajectory_json
+from pytest_agentgym.report.page import script_json
+from pytest_agentgym.report.render import render_run_dir, trajectory_json
 from pytest_agentgym.results.records import ErrorInfo
 
 from report_fixtures import make_episode, make_info, make_turn, write_run

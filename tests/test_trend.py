@@ -10,7 +10,8 @@ import pytest
 
 from pytest_agentgym.cli import main as cli
 from pytest_agentgym.compare import CompareError
-from pytest_agentgym.report.trend import build_trend, checkpoint_step, write_trend_html
+from pytest_agentgym.report.trend import build_trend, checkpoint_step
+from pytest_agentgym.report.trend_page import write_trend_html
 
 from compare_fixtures import paired_run
 from test_report import parse

@@ -35,9 +35,10 @@ from pytest_agentgym.results.jsonl import finite_json
 from pytest_agentgym.results.redact import redact_data
 from pytest_agentgym.report import flips as flip_grid
 from pytest_agentgym.report.divergence import first_divergence
-from pytest_agentgym.report.render import (TURN_FIELDS, Chunk, _assets, _environment, build_payload,
-                                           script_json, write_page)
+from pytest_agentgym.report.page import assets, environment, script_json, write_page
+from pytest_agentgym.report.payload import TURN_FIELDS, Chunk, build_payload
 from pytest_agentgym.results.records import EpisodeRecord, RunInfo
+
 
 @dataclass(frozen=True)
 class FlipRow:
@@ -147,10 +148,10 @@ def _redacted(info: RunInfo) -> RunInfo:
 def write_compare_html(comparison: Comparison, path: str | Path, *, compress: bool | None = None) -> Path:
     """Write the compare view of ``comparison`` as one self-contained page at ``path``."""
     view = build_view(comparison, compress=compress)
-    template = _environment().get_template("compare_page.html.j2")
+    template = environment().get_template("compare_page.html.j2")
     parts = template.generate(
-        view=view, c=comparison, style=_assets("report.css", "compare.css"),
-        script=_assets("trajectory.js", "compare.js"),
+        view=view, c=comparison, style=assets("report.css", "compare.css"),
+        script=assets("trajectory.js", "compare.js"),
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"))
     return write_page(parts, Path(path))
 

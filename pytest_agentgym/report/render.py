@@ -25,19 +25,17 @@ trajectories go through :mod:`pytest_agentgym.results.redact` before they are re
 (the files are redacted when written; this also covers older runs).
 
 Everything that comes from models and servers is escaped: jinja2 autoescapes
-HTML, :func:`script_json` turns ``<``, ``>`` and ``&`` inside embedded JSON
+HTML, :func:`~pytest_agentgym.report.page.script_json` turns ``<``, ``>`` and ``&`` inside embedded JSON
 into ``\\u003c`` etc. so that a ``</script>`` in a reply cannot end the data
 block, and the page's script writes data with ``textContent`` only.
 """
 
 from __future__ import annotations
 
-import json
 import warnings
 from datetime import datetime, timezone
-from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import jinja2
 from markupsafe import Markup, escape
@@ -46,6 +44,8 @@ from pytest_agentgym.results.aggregate import EnvSummary, summarize
 from pytest_agentgym.results.jsonl import finite_json
 from pytest_agentgym.results.redact import redact_data, redact_text
 from pytest_agentgym.report import charts
+from pytest_agentgym.report.compare_view import baseline_view
+from pytest_agentgym.report.page import assets, environment, format_duration, script_json, write_page
 from pytest_agentgym.report.payload import (  # noqa: F401  (re-exported: the page's data)
     CHUNK_BYTES,
     COMPRESS_ABOVE,
@@ -64,9 +64,6 @@ from pytest_agentgym.results.store import RunDir
 REPORT_FILE = "report.html"
 #: Episodes per page of the script-driven episode table.
 PAGE_SIZE = 100
-
-_TEMPLATES = resources.files("pytest_agentgym.report") / "templates"
-
 
 def render_run_dir(run_dir: str | Path, output: str | Path | None = None, *,
                    compress: bool | None = None, comparison: Any = None) -> Path:
@@ -90,26 +87,12 @@ def render_run_dir(run_dir: str | Path, output: str | Path | None = None, *,
     baseline, baseline_note = load_baseline(info, run.path)
     compare, compare_note = None, ""
     if baseline is not None or comparison is not None:
-        from pytest_agentgym.report.compare_view import baseline_view  # it imports this module
-
         compare, compare_note = baseline_view(info, run.path, find_baseline_dir(info, run.path), compress,
                                               comparison=comparison)
     parts = page_parts(info, episodes, baseline=baseline, baseline_note=baseline_note,
                        compress=compress, source=str(run.path), skipped=[str(line) for line in skipped],
                        compare=compare, compare_note=compare_note, packed=packed)
     return write_page(parts, Path(output) if output is not None else run.path / REPORT_FILE)
-
-
-def write_page(parts: Iterable[str], target: Path) -> Path:
-    """Write a page's pieces to ``target`` (through a temporary file, then renamed)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
-    # half a surrogate pair is written as its escape, as jsonl.json_utf8 does (it can sit only in JSON strings
-    # or in text that shows it); the page stays valid UTF-8
-    with tmp.open("w", encoding="utf-8", errors="backslashreplace") as handle:
-        handle.writelines(parts)  # streamed: a 10,000-episode page is never one string
-    tmp.replace(target)
-    return target
 
 
 def find_baseline_dir(info: RunInfo, run_path: Path) -> Path | None:
@@ -152,16 +135,6 @@ def success_of(record: EpisodeRecord) -> str:
     return "passed" if record.success else "failed"
 
 
-def script_json(data: Any) -> Markup:
-    """JSON that is safe inside ``<script type="application/json">``.
-
-    ``<``, ``>`` and ``&`` become ``\\u003c``, ``\\u003e`` and ``\\u0026``
-    (JSON.parse reads them back unchanged), so no string can close the tag or
-    open a comment; U+2028/U+2029 are escaped for older JavaScript parsers.
-    """
-    return escape_json_text(json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
-
-
 # --------------------------------------------------------------------------- view model
 
 
@@ -173,17 +146,6 @@ def _parse_time(text: str | None) -> datetime | None:
     except ValueError:
         return None
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-
-
-def format_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "—"
-    seconds = max(0.0, seconds)
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, secs = divmod(int(round(seconds)), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min {secs:02d} s"
 
 
 def _header(info: RunInfo) -> dict[str, Any]:
@@ -199,10 +161,6 @@ def _header(info: RunInfo) -> dict[str, Any]:
         "duration": duration,
         "running": info.status == "running",
     }
-
-
-def _describe(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
 def _env_order(info: RunInfo, episodes: Sequence[EpisodeRecord]) -> list[str]:
@@ -251,19 +209,6 @@ def _bars(envs: Sequence[str], summaries: dict[str, EnvSummary]) -> Markup | Non
     return charts.env_bars(bars) if bars else None
 
 
-def _asset(name: str) -> Markup:
-    """A CSS or JS file shipped with the templates, inlined as is (trusted text)."""
-    text = (_TEMPLATES / name).read_text(encoding="utf-8")
-    if "</script" in text.lower() or "</style" in text.lower():
-        raise ValueError(f"{name} must not contain a closing </script> or </style> tag")
-    return Markup(text)
-
-
-def _assets(*names: str) -> Markup:
-    """Shipped CSS or JS files inlined one after another (see :func:`_asset`)."""
-    return Markup("\n".join(_asset(name) for name in names))
-
-
 def _noscript_rows(listing: Sequence[tuple[dict[str, Any], EpisodeRecord]], envs: Sequence[str],
                    jinja: jinja2.Environment) -> Markup:
     """The rows of the episode table shown without scripts, as the template would write them,
@@ -280,19 +225,6 @@ def _noscript_rows(listing: Sequence[tuple[dict[str, Any], EpisodeRecord]], envs
                     f'<td class="outcome {escape(r["o"])}">{escape(r["o"])}</td><td>{reward}</td><td>{r["n"]}</td>'
                     f'<td>{escape(r["x"])}</td><td>{r["k"]}</td><td>{r["d"]}</td><td>{r["a"]}</td><td>{error}</td></tr>\n')
     return Markup("".join(rows))
-
-
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("pytest_agentgym.report", "templates"),
-        autoescape=True, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined,
-    )
-    env.filters["num"] = lambda v, fmt=".3f": "—" if v is None else format(v, fmt)
-    env.filters["pct"] = lambda v: "—" if v is None else f"{v:.1%}"
-    env.filters["duration"] = format_duration
-    env.filters["describe"] = _describe
-    env.filters["redact"] = redact_text
-    return env
 
 
 def render_html(info: RunInfo, episodes: Sequence[EpisodeRecord], **options: Any) -> str:
@@ -324,7 +256,7 @@ def page_parts(info: RunInfo, episodes: Sequence[EpisodeRecord], *,
         outcomes[row["o"]] = outcomes.get(row["o"], 0) + 1
     meta = {"run_id": info.run_id, "envs": envs, "page_size": PAGE_SIZE, "encoding":
             "gzip-base64" if zipped else "json", "turn_fields": list(TURN_FIELDS)}
-    jinja = _environment()
+    jinja = environment()
     template = jinja.get_template("report.html.j2")
     return template.generate(
         info=info, head=_header(info), envs=envs, env_rows=_env_rows(envs, summaries, gates, baseline),
@@ -336,8 +268,8 @@ def page_parts(info: RunInfo, episodes: Sequence[EpisodeRecord], *,
         outcomes=outcomes, skipped=[redact_text(line) for line in skipped],
         chunks=chunks, index_json=script_json(index), meta_json=script_json(meta),
         compare=compare, compare_note=compare_note,
-        style=_assets("report.css", *(("compare.css",) if compare else ())),
-        script=_assets("trajectory.js", "report.js", *(("compare.js",) if compare else ())), source=source,
+        style=assets("report.css", *(("compare.css",) if compare else ())),
+        script=assets("trajectory.js", "report.js", *(("compare.js",) if compare else ())), source=source,
         rerender=f"pytest-agentgym report {source}" if source else "pytest-agentgym report RUN_DIR",
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
     )

@@ -13,6 +13,10 @@ and against the best run so far (the earlier run with the highest value of the
 metric; of equals, the latest). Each verdict comes from one comparison of two
 runs over the environments both hold (for the best so far: those that share
 that best run), Holm-adjusted across them, as ``pytest-agentgym compare`` does.
+
+One run of the trend and one row of an environment's trend are
+:mod:`~pytest_agentgym.report.trend_data`; the page of ``trend --html`` is
+:func:`pytest_agentgym.report.trend_page.write_trend_html`.
 """
 
 from __future__ import annotations
@@ -23,11 +27,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from pytest_agentgym.results.aggregate import EnvSummary, summarize
 from pytest_agentgym.compare import METRICS, CompareError, Comparison, EnvComparison, compare_runs
 from pytest_agentgym.compare.runs import load_run
-from pytest_agentgym.results.gates import DEFAULT_MAX_ERROR_RATE
+from pytest_agentgym.report.trend_data import TrendEntry, TrendRun
 from pytest_agentgym.report.trend_table import trend_table
+from pytest_agentgym.results.aggregate import summarize
+from pytest_agentgym.results.gates import DEFAULT_MAX_ERROR_RATE
 from pytest_agentgym.results.records import RunInfo
 
 #: The verdicts of the last run that make ``trend`` exit 1.
@@ -49,41 +54,6 @@ def _start_time(info: RunInfo, given: str) -> datetime:
                            f"time, and its checkpoint gives no step: the runs cannot be ordered; fix "
                            f"run.json or leave the run out") from None
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-
-
-@dataclass(frozen=True)
-class TrendRun:
-    given: str
-    path: Path
-    info: RunInfo
-    summaries: dict[str, EnvSummary]
-    step: int | None
-
-    @property
-    def run_id(self) -> str:
-        return self.info.run_id
-
-    def value(self, env: str, metric: str) -> float | None:
-        summary = self.summaries.get(env)
-        if summary is None:
-            return None
-        return summary.success_rate if metric == "success" else summary.mean_reward
-
-
-@dataclass(frozen=True)
-class TrendEntry:
-    """One run of one environment's trend."""
-
-    run: TrendRun
-    summary: EnvSummary | None
-    vs_previous: EnvComparison | None = None
-    previous: TrendRun | None = None
-    vs_best: EnvComparison | None = None
-    best: TrendRun | None = None
-
-    @property
-    def verdicts(self) -> list[str]:
-        return [c.verdict for c in (self.vs_previous, self.vs_best) if c is not None]
 
 
 @dataclass(frozen=True)
@@ -224,12 +194,3 @@ def _best_before(runs: Sequence[TrendRun], number: int, env: str, metric: str) -
     scored = [(run.value(env, metric), n) for n, run in enumerate(runs[:number])
               if run.value(env, metric) is not None]
     return max(scored)[1] if scored else None
-
-
-def write_trend_html(trend: Trend, path: str | Path) -> Path:
-    """The trend as one self-contained page: per environment, line charts of the success
-    rate and the mean reward with their interval bands, and the table."""
-    from pytest_agentgym.report.trend_page import trend_page_parts
-    from pytest_agentgym.report.render import write_page
-
-    return write_page(trend_page_parts(trend), Path(path))

@@ -3,13 +3,11 @@ terminal (:func:`trend_table`) and on the trend page (:func:`table_rows`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
-from pytest_agentgym.results.aggregate import EnvSummary
 from pytest_agentgym.compare import EnvComparison
-
-if TYPE_CHECKING:
-    from pytest_agentgym.report.trend import TrendEntry, TrendRun
+from pytest_agentgym.report.trend_data import TrendEntry, TrendRun
+from pytest_agentgym.results.aggregate import EnvSummary
 
 COLUMNS = ("run", "checkpoint", "success (95% CI)", "mean reward (95% CI)", "vs previous", "vs best so far")
 
@@ -28,7 +26,7 @@ def reward_cell(summary: EnvSummary | None) -> str:
     return f"{summary.mean_reward:.3f}{interval}"
 
 
-def verdict_cell(judged: EnvComparison | None, against: "TrendRun | None" = None) -> str:
+def verdict_cell(judged: EnvComparison | None, against: TrendRun | None = None) -> str:
     """``regressed Δ-0.09`` (``vs <run id>`` added when ``against`` is given); ``—`` for none."""
     if judged is None:
         return "—"
@@ -36,13 +34,13 @@ def verdict_cell(judged: EnvComparison | None, against: "TrendRun | None" = None
     return text + (f" vs {against.run_id}" if against is not None else "")
 
 
-def table_rows(entries: Sequence["TrendEntry"]) -> list[tuple[str, ...]]:
+def table_rows(entries: Sequence[TrendEntry]) -> list[tuple[str, ...]]:
     """The cells of :data:`COLUMNS` for each entry, in trend order."""
     return [(e.run.run_id, e.run.info.checkpoint or "—", success_cell(e.summary), reward_cell(e.summary),
              verdict_cell(e.vs_previous), verdict_cell(e.vs_best, e.best)) for e in entries]
 
 
-def trend_table(entries: Sequence["TrendEntry"]) -> list[str]:
+def trend_table(entries: Sequence[TrendEntry]) -> list[str]:
     """The table as aligned text lines (a header, then one line per run)."""
     rows = [COLUMNS, *table_rows(entries)]
     widths = [max(len(row[n]) for row in rows) for n in range(len(COLUMNS))]
