@@ -10,10 +10,9 @@ import httpx
 import pytest
 from test_model_client import ask, completion, mock_client
 
-from pytest_agentgym.model.client import Sampling
-from pytest_agentgym.rollouts.endpoint import openai_base
+from pytest_agentgym.model.call_settings import Sampling
 from pytest_agentgym.rollouts.node import NodeError, RolloutNode
-from pytest_agentgym.rollouts.request import MAX_ROLLOUTS, BadRollouts, parse_batch
+from pytest_agentgym.rollouts.request import MAX_ROLLOUTS, BadRollouts, openai_base, parse_batch
 
 BODY = {"env": "textcraft", "model": "model-name", "base_url": "http://172.17.0.1:8001", "ids": [0, 1, 2, 3],
         "max_round": 10}

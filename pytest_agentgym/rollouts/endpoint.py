@@ -1,41 +1,22 @@
-"""The model endpoint a batch names: its OpenAI base URL, and whether it answers.
+"""Whether the model endpoint a batch names answers.
 
-A batch gives the server's address as a trainer knows it (vLLM's
-``http://172.17.0.1:8001``); the OpenAI paths hang off ``/v1``, which is added
-unless the URL already ends in it (``.../v1``, TensorZero's ``.../openai/v1``).
-Before any episode the service asks ``GET <base>/models``: no answer, or an
-answer that lists the served models without the batch's, is a bad request
-(HTTP 400) rather than a batch of errored rollouts.
+The batch's OpenAI base URL is read with the rest of the body
+(:func:`pytest_agentgym.rollouts.request.openai_base`). Before any episode the
+service asks ``GET <base>/models``: no answer, or an answer that lists the served
+models without the batch's, is a bad request (HTTP 400) rather than a batch of
+errored rollouts.
 """
 
 from __future__ import annotations
 
-from typing import Any
-from urllib.parse import urlsplit
-
 import httpx
 
-from pytest_agentgym.model.endpoints import join_url
+from pytest_agentgym.model.endpoint_settings import join_url
 from pytest_agentgym.results.redact import redact_text, redact_url
 from pytest_agentgym.rollouts.request import BadRollouts
 
 #: Seconds the reachability check waits for ``GET /models``.
 CHECK_TIMEOUT_S = 5.0
-
-
-def openai_base(value: Any) -> str:
-    """``http://host:8001`` -> ``http://host:8001/v1``; a URL ending in /v1 is kept."""
-    if not isinstance(value, str) or not value.strip():
-        raise BadRollouts(f"'base_url' must be the model server's URL, e.g. http://127.0.0.1:8001, got {value!r}")
-    url = value.strip()
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise BadRollouts(f"'base_url' must start with http:// or https:// and name a host, "
-                          f"got {redact_url(url)!r}")
-    if parts.path.rstrip("/").endswith("/v1"):
-        base, question, query = url.partition("?")
-        return base.rstrip("/") + question + query
-    return join_url(url, "/v1")
 
 
 def _served(response: httpx.Response) -> list[str] | None:

@@ -6,14 +6,24 @@
 
 Anything wrong is a :class:`BadRollouts` whose message says which key, what
 was wrong and what to send instead; the service answers it with HTTP 400.
+
+The batch gives the model server's address as a trainer knows it (vLLM's
+``http://172.17.0.1:8001``); the OpenAI paths hang off ``/v1``, which
+:func:`openai_base` adds unless the URL already ends in it (``.../v1``,
+TensorZero's ``.../openai/v1``). Whether it answers is
+:mod:`pytest_agentgym.rollouts.endpoint`'s to check.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Mapping
+from urllib.parse import urlsplit
 
 from pytest_agentgym.envs.spec import EnvSpec
+from pytest_agentgym.model.call_settings import Sampling
+from pytest_agentgym.model.endpoint_settings import join_url
+from pytest_agentgym.results.redact import redact_url
 from pytest_agentgym.rollouts.node import RolloutNode
 
 REQUIRED = ("env", "model", "ids")
@@ -59,9 +69,6 @@ def _whole(value: Any, key: str, low: int) -> int:
 
 def parse_batch(body: Any, node: RolloutNode, *, default_base_url: str | None = None) -> RolloutBatch:
     """Check ``body`` (the parsed JSON) against the node; raise :class:`BadRollouts`."""
-    from pytest_agentgym.model.client import Sampling
-    from pytest_agentgym.rollouts.endpoint import openai_base
-
     if not isinstance(body, Mapping):
         raise BadRollouts(f"the body must be a JSON object such as {EXAMPLE}, got {type(body).__name__}")
     unknown = sorted(set(body) - set(REQUIRED) - set(OPTIONAL))
@@ -108,6 +115,21 @@ def parse_batch(body: Any, node: RolloutNode, *, default_base_url: str | None = 
 
 EXAMPLE = ('{"env": "textcraft", "model": "model-name", "base_url": "http://127.0.0.1:8001", '
            '"ids": [0, 1, 2, 3], "max_round": 10}')
+
+
+def openai_base(value: Any) -> str:
+    """``http://host:8001`` -> ``http://host:8001/v1``; a URL ending in /v1 is kept."""
+    if not isinstance(value, str) or not value.strip():
+        raise BadRollouts(f"'base_url' must be the model server's URL, e.g. http://127.0.0.1:8001, got {value!r}")
+    url = value.strip()
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise BadRollouts(f"'base_url' must start with http:// or https:// and name a host, "
+                          f"got {redact_url(url)!r}")
+    if parts.path.rstrip("/").endswith("/v1"):
+        base, question, query = url.partition("?")
+        return base.rstrip("/") + question + query
+    return join_url(url, "/v1")
 
 
 def _env(value: Any, node: RolloutNode) -> EnvSpec:
