@@ -166,7 +166,7 @@ def _rollout_server_parser(sub: argparse._SubParsersAction) -> None:
 
 def _rollout_server(args: argparse.Namespace) -> int:
     from pytest_agentgym.results.ledger import LedgerError
-    from pytest_agentgym.model.client import read_api_key
+    from pytest_agentgym.model.call_settings import read_api_key
     from pytest_agentgym.rollouts.app import serve
     from pytest_agentgym.rollouts.node import NodeError, RolloutNode
     from pytest_agentgym.rollouts.request import BadRollouts
@@ -179,7 +179,7 @@ def _rollout_server(args: argparse.Namespace) -> int:
         if args.api_key_env:
             read_api_key(args.api_key_env)  # set, or say so now rather than at the first batch
         if args.base_url:
-            from pytest_agentgym.rollouts.endpoint import openai_base
+            from pytest_agentgym.rollouts.request import openai_base
 
             args.base_url = openai_base(args.base_url)
         service = RolloutService(node, reports=Path(args.reports), run_id=args.run_id,
@@ -270,7 +270,8 @@ def _trend(args: argparse.Namespace) -> int:
     from pytest_agentgym.compare import CompareError
     from pytest_agentgym.results.gates import DEFAULT_MAX_ERROR_RATE
     from pytest_agentgym.results.ledger import LedgerError, resolve_run_dir
-    from pytest_agentgym.report.trend import build_trend, write_trend_html
+    from pytest_agentgym.report.trend import build_trend
+    from pytest_agentgym.report.trend_page import write_trend_html
 
     reports = Path(args.reports)
     try:

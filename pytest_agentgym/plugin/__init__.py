@@ -124,7 +124,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if warm:
         harness.warm_up()  # first, so the servers boot while the rest is imported and collected
     if worker_input is None:
-        from pytest_agentgym.model.endpoints import EndpointConfigError
+        from pytest_agentgym.model.endpoint_settings import EndpointConfigError
 
         try:
             harness.model_settings()  # a bad model: section is a usage error, found now

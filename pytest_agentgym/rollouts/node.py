@@ -50,7 +50,7 @@ class RolloutNode:
         ``nats`` replace the profile's. Raises :class:`NodeError`."""
         import pytest
 
-        from pytest_agentgym.model.endpoints import EndpointConfigError, ModelSettings
+        from pytest_agentgym.model.endpoint_settings import EndpointConfigError, ModelSettings
         from pytest_agentgym.config.settings import find_node_file, load_env_specs, load_profile
 
         try:

@@ -108,7 +108,7 @@ class RunResources:
 
     def model_settings(self) -> Any:
         if self._model_settings is None:
-            from pytest_agentgym.model.endpoints import ModelSettings, parse_endpoint
+            from pytest_agentgym.model.endpoint_settings import ModelSettings, parse_endpoint
 
             s = self.settings
             ms = ModelSettings.from_profile(s.profile, where=str(s.node_file))
@@ -144,7 +144,8 @@ class RunResources:
 
     def ensure_endpoint(self) -> Any:
         if self._chosen is None:
-            from pytest_agentgym.model.endpoints import ChosenEndpoint, EndpointConfig, choose_endpoint
+            from pytest_agentgym.model.endpoint_settings import ChosenEndpoint, EndpointConfig
+            from pytest_agentgym.model.endpoints import choose_endpoint
 
             if self.settings.queue is not None and self.worker is None:
                 from pytest_agentgym.queue.fleet import open_fleet
@@ -176,7 +177,7 @@ class RunResources:
         if first.kind != "reference":
             return
         from pytest_agentgym.model.launcher import reference_agent
-        from pytest_agentgym.process.managed import ServerError
+        from pytest_agentgym.process.errors import ServerError
 
         self.log_dir.mkdir(parents=True, exist_ok=True)
         agent = reference_agent(first, self.log_dir)
@@ -204,7 +205,7 @@ class RunResources:
         be had is remembered in :attr:`env_errors` and its episodes become error records."""
         if self.worker is not None or self.fleet is not None:
             return  # xdist: the controller's; a queue: each worker's own
-        from pytest_agentgym.process.managed import ServerError
+        from pytest_agentgym.process.errors import ServerError
 
         names = list(names)
         for name in names:  # what the fingerprint and run.json say of an environment without a server
@@ -364,7 +365,7 @@ class RunResources:
 
     def stop(self) -> None:
         """Close the engine and stop what this process started (idempotent)."""
-        from pytest_agentgym.process.managed import in_parallel
+        from pytest_agentgym.process.children import in_parallel
 
         if self.engine is not None:
             self.engine.close()
