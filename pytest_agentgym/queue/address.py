@@ -127,5 +127,10 @@ class QueueAddress:
         """Workers answer a message here with their heartbeat (the coordinator's roll call)."""
         return f"{self._root}.ping"
 
+    def refusal_subject(self, run_id: str) -> str:
+        """Where a worker says why it did not play a work item of ``run_id`` (core NATS:
+        the coordinator of the run listens; nothing is stored)."""
+        return f"{self._root}.refusals.{subject_token(run_id)}"
+
     def max_deliveries_advisory(self) -> str:
         return f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{self.work_stream}.{self.workers_consumer}"

@@ -66,3 +66,35 @@ def differences(then: Mapping[str, Any], now: Mapping[str, Any], *,
             if a != b:
                 lines.append(f"{env} {key}: {_show(a)} {first}, {_show(b)} {second}")
     return lines
+
+
+#: What one episode of a queue run means, flat (:func:`for_episode`): a work item carries
+#: the run's, a result the worker's, and a worker plays an item only when they agree.
+EPISODE_KEYS = ("plugin_version", "model", "endpoint_kind", "checkpoint", "max_rounds", "sampling",
+                "prompt_sha256", "server")
+
+
+def for_episode(fp: Mapping[str, Any], env: str, *, plugin_version: str, **episode: Any) -> dict[str, Any]:
+    """The run fingerprint ``fp`` narrowed to one environment, with the plugin version;
+    ``episode`` overrides what the episode itself is played with (``max_rounds``, ``sampling``)."""
+    env_values = (fp.get("envs") or {}).get(env) or {}
+    flat = {"plugin_version": plugin_version, **{k: fp.get(k) for k in RUN_KEYS},
+            **{k: env_values.get(k) for k in ENV_KEYS}}
+    flat.update({k: v for k, v in episode.items() if k in ENV_KEYS})
+    return flat
+
+
+def episode_differences(run: Mapping[str, Any], worker: Mapping[str, Any], *,
+                        labels: tuple[str, str] = ("run", "worker")) -> list[str]:
+    """One line per key of :data:`EPISODE_KEYS` where ``worker`` does not honour ``run``,
+    e.g. ``model: 'reference' run, 'random' worker``. Every key must be equal except
+    ``server`` when the run's is None: a queue run's coordinator starts no server, so
+    each worker's is its own (docs/scale-out.md says why)."""
+    first, second = labels
+    lines = []
+    for key in EPISODE_KEYS:
+        if key == "server" and run.get("server") is None:
+            continue
+        if run.get(key) != worker.get(key):
+            lines.append(f"{key}: {_show(run.get(key))} {first}, {_show(worker.get(key))} {second}")
+    return lines
