@@ -14,12 +14,17 @@ and dropped. A work item JetStream gave up on (MaxDeliver) becomes a
 there are in the results stream: a resumed run (``--agentgym-resume``) reads
 them all before it publishes anything, and takes the scored ones for the
 episodes its file does not have scored.
+
+Every work item carries the run's fingerprint; a result played under another one
+(or of another version) is never recorded: it is dropped with a note naming the
+worker and the difference, and its item published again (queue/meaning.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import json
 import logging
 import threading
@@ -29,16 +34,9 @@ from typing import Any, Callable
 
 from pytest_agentgym.queue import streams
 from pytest_agentgym.queue.address import QueueAddress
-from pytest_agentgym.queue.wire import (
-    HEARTBEAT_SUBJECT,
-    MSG_ID_HEADER,
-    Heartbeat,
-    Result,
-    WireError,
-    WorkItem,
-    decode,
-    encode,
-)
+from pytest_agentgym.queue.meaning import RunMeaning, give_up, payload_key, with_worker
+from pytest_agentgym.queue.wire import (HEARTBEAT_SUBJECT, MSG_ID_HEADER, Heartbeat, Result, WireError,
+                                        WireVersionError, WorkItem, decode, encode)
 from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo
 
 log = logging.getLogger("pytest_agentgym.queue")
@@ -54,11 +52,13 @@ def _now() -> str:
 
 class QueueCoordinator:
     def __init__(self, address: QueueAddress, *, run_id: str, generation: int = 1, model: str = "fleet",
-                 reconnect_s: float = 60.0, run_dir: str = "") -> None:
+                 reconnect_s: float = 60.0, run_dir: str = "", endpoint_kind: str | None = None) -> None:
         self.address = address
         self.run_id = run_id
         self.generation = generation
         self.model = model
+        #: the run's fingerprint, the results' check, the refusals (queue/meaning.py)
+        self.meaning = RunMeaning(endpoint_kind)
         self.reconnect_s = reconnect_s
         self.run_dir = run_dir
         self._loop = asyncio.new_event_loop()
@@ -79,7 +79,7 @@ class QueueCoordinator:
         self.workers: dict[str, tuple[Heartbeat, float]] = {}
         #: what happened, for the run's notes and the tests
         self.stats = {"published": 0, "adopted": 0, "results": 0, "duplicates": 0, "collected": 0,
-                      "worker_lost": 0}
+                      "worker_lost": 0, "refused": 0, "dropped": 0, "reissued": 0}
         self.closed_reason: str | None = None
         self._closing = False
 
@@ -101,7 +101,17 @@ class QueueCoordinator:
         await streams.ensure_workers_consumer(self._js, self.address)
         await self._nc.subscribe(HEARTBEAT_SUBJECT, cb=self._heartbeat)
         await self._nc.subscribe(self.address.max_deliveries_advisory(), cb=self._max_deliveries)
+        await self._nc.subscribe(self.address.refusal_subject(self.run_id), cb=self._refused)
         await self._nc.flush()
+
+    def adopt_fingerprint(self, fp: dict[str, Any]) -> dict[str, Any]:
+        """The run's fingerprint as every work item will carry it (:meth:`RunMeaning.adopt`);
+        call before the first :meth:`submit`."""
+        return self.meaning.adopt(fp)
+
+    def notes(self) -> tuple[str, ...]:
+        """The refusals and dropped results of the run so far, for run.json's notes."""
+        return self.meaning.notes()
 
     def roll_call(self, wait_s: float = 1.0) -> list[Heartbeat]:
         """Ask every worker of the queue for a heartbeat; the ones heard within ``wait_s``."""
@@ -158,7 +168,12 @@ class QueueCoordinator:
 
     async def _result(self, msg: Any) -> None:
         try:
-            result = Result.from_payload(decode(msg.data, msg.headers))
+            payload = decode(msg.data, msg.headers)
+            result = Result.from_payload(payload)
+        except WireVersionError as exc:
+            self._drop(str(payload.get("worker", "?")), [str(exc)], payload_key(payload), None)
+            await _ack(msg)
+            return
         except WireError as exc:
             log.warning("dropped a malformed result on %s: %s", msg.subject, exc)
             await _ack(msg)
@@ -166,16 +181,45 @@ class QueueCoordinator:
         self.stats["results"] += 1
         record, key = result.record, result.record.key
         future = self._futures.get(key)
-        if record.run_id != self.run_id or (future is not None and future.done()):
+        item = self._items.get(key)
+        problems = self.meaning.problems(item.fingerprint if item else None, result) \
+            if record.run_id == self.run_id else []
+        if problems:
+            self._drop(result.worker, problems, key, result.reissue)
+        elif record.run_id != self.run_id or (future is not None and future.done()):
             self.stats["duplicates"] += 1
         elif future is not None and result.generation >= self._awaited.get(key, self.generation):
-            self._resolve(key, dataclasses_replace_worker(record, result.worker))
+            self.meaning.recorded(result)
+            self._resolve(key, with_worker(record, result.worker))
         elif (result.generation < self.generation and record.error is None
               and key not in self._scored_before and key not in self._unclaimed):
             self._unclaimed[key] = result  # a result that came while no coordinator was there
         else:
             self.stats["duplicates"] += 1
         await _ack(msg)
+
+    def _drop(self, worker: str, reasons: list[str], key: Key | None, reissue: int | None) -> None:
+        """Record nothing of a result played under another fingerprint; name it in the notes,
+        and publish its item again when it was the one awaited (its worker acked it)."""
+        self.stats["dropped"] += 1
+        self.meaning.dropped_result(worker, reasons)
+        log.warning("dropped a result from worker %s: %s", worker, "; ".join(reasons))
+        item = self._items.get(key) if key is not None else None
+        future = self._futures.get(key) if key is not None else None
+        if item is None or future is None or future.done() or (reissue is not None and reissue != item.reissue):
+            return
+        if item.reissue >= self.address.max_deliver:  # workers that do not check (older versions)
+            self._resolve(item.key, self._lost(item, "FingerprintMismatch", give_up(item.reissue, worker, reasons)))
+            return
+        again = dataclasses.replace(item, reissue=item.reissue + 1)
+        self._items[item.key] = again
+        self.stats["reissued"] += 1
+        subject = self.address.work_subject(item.run_id, item.env, item.task_index, item.repeat)
+        self._tasks.append(asyncio.ensure_future(self._publish(subject, again, future)))
+
+    async def _refused(self, msg: Any) -> None:
+        if self.meaning.refused(msg.data, msg.headers, self.run_id):
+            self.stats["refused"] += 1
 
     def _resolve(self, key: Key, record: EpisodeRecord) -> None:
         future = self._futures[key]
@@ -196,11 +240,13 @@ class QueueCoordinator:
 
     def submit(self, key: str, request: Any) -> concurrent.futures.Future[EpisodeRecord]:
         """Publish the work item of ``request`` once; its future resolves with the record."""
-        item = WorkItem(run_id=request.run_id, env=request.spec.name, task_index=request.task_index,
+        env, sampling = request.spec.name, dict(request.sampling)
+        meaning = self.meaning.for_episode(env, max_rounds=request.limits.max_rounds, sampling=sampling)
+        item = WorkItem(run_id=request.run_id, env=env, task_index=request.task_index,
                         repeat=request.repeat, generation=self.generation,
                         max_rounds=request.limits.max_rounds, timeout_s=request.limits.timeout_s,
                         retries=request.limits.retries, min_reward=request.min_reward, nodeid=request.nodeid,
-                        checkpoint=request.checkpoint, sampling=dict(request.sampling))
+                        checkpoint=request.checkpoint, sampling=sampling, fingerprint=meaning)
         return self._call(self._submit(item))
 
     async def _submit(self, item: WorkItem) -> concurrent.futures.Future[EpisodeRecord]:
@@ -216,7 +262,8 @@ class QueueCoordinator:
         stored = self._unclaimed.pop(key, None)
         if stored is not None:
             self.stats["collected"] += 1
-            self._resolve(key, dataclasses_replace_worker(stored.record, stored.worker))
+            self.meaning.recorded(stored)
+            self._resolve(key, with_worker(stored.record, stored.worker))
             return future
         subject = self.address.work_subject(item.run_id, item.env, item.task_index, item.repeat)
         if self.generation > 1:  # an earlier coordinator's item may still wait for a worker
@@ -342,13 +389,6 @@ class QueueCoordinator:
             await asyncio.wait_for(nc.close(), 2.0)
         except Exception:  # noqa: BLE001 - closing a dead connection
             pass
-
-
-def dataclasses_replace_worker(record: EpisodeRecord, worker: str) -> EpisodeRecord:
-    """The record with the name of the worker that played it (the report shows it)."""
-    import dataclasses
-
-    return record if record.worker == worker else dataclasses.replace(record, worker=worker)
 
 
 async def _ack(msg: Any) -> None:

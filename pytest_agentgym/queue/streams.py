@@ -18,9 +18,12 @@ nats-py is imported here, when a queue is used, never at plugin import.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any, Awaitable, Callable
 
 from pytest_agentgym.queue.address import QueueAddress
+
+log = logging.getLogger("pytest_agentgym.queue")
 
 DUPLICATE_WINDOW_S = 3600.0
 #: How long results stay in the results stream (a coordinator resumed later than
@@ -125,3 +128,21 @@ async def last_on_subject(js: Any, stream: str, subject: str) -> Any | None:
         return await js.get_last_msg(stream, subject)
     except NotFoundError:
         return None
+
+
+async def first(*aws: Any) -> None:
+    """Wait until the first of ``aws`` finishes; cancel the rest."""
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+async def quietly(coro: Any) -> None:
+    """Await ``coro``; log what it raises (best effort: the connection may be reconnecting)."""
+    try:
+        await coro
+    except Exception as exc:  # noqa: BLE001
+        log.debug("%s", exc)

@@ -9,12 +9,17 @@ to ``--concurrency`` at once. For each item it
    profile, or its server would not start), so another worker takes it; the
    delay is ``--nak-delay`` times a random factor between 0.5 and 1.5
    (:func:`nak_delay`);
-2. acks it at once when the results stream already holds its result (the ack of
+2. naks it the same way, saying why in its output and on the queue's refusal
+   subject, when it would not play it under the run's fingerprint (the item's
+   ``fingerprint``: model, endpoint kind, checkpoint, sampling sent, prompt hash,
+   rounds, plugin version; the server only when the item names one) or the item
+   is of another wire version;
+3. acks it at once when the results stream already holds its result (the ack of
    an earlier delivery was lost, e.g. across a server restart);
-3. plays the episode, sending an in-progress ack every third of AckWait;
-4. publishes the record to the results stream (msg id: episode + generation +
-   delivery; a publish retried through a reconnect is stored once) and acks the
-   item only once the result is stored.
+4. plays the episode, sending an in-progress ack every third of AckWait;
+5. publishes the record with its own fingerprint to the results stream (msg id:
+   episode + generation + reissue + delivery; a publish retried through a
+   reconnect is stored once) and acks the item only once the result is stored.
 
 A worker that dies takes no item with it: JetStream redelivers what it did not
 ack after AckWait. SIGTERM or Ctrl-C: stop taking work, nak what is in flight
@@ -37,16 +42,10 @@ from typing import Any, Callable
 
 from pytest_agentgym.queue import streams
 from pytest_agentgym.queue.address import QueueAddress
-from pytest_agentgym.queue.wire import (
-    HEARTBEAT_SUBJECT,
-    MSG_ID_HEADER,
-    Heartbeat,
-    Result,
-    WireError,
-    WorkItem,
-    decode,
-    encode,
-)
+from pytest_agentgym.queue.meaning import worker_fingerprint
+from pytest_agentgym.queue.wire import (HEARTBEAT_SUBJECT, MSG_ID_HEADER, Heartbeat, Refusal, Result, WireError,
+                                        WireVersionError, WorkItem, decode, encode, stamp)
+from pytest_agentgym.results.fingerprint import episode_differences
 from pytest_agentgym.results.records import EpisodeRecord
 
 log = logging.getLogger("pytest_agentgym.queue.worker")
@@ -100,6 +99,8 @@ class Worker:
         self._js: Any = None
         self._ack_wait = config.address.ack_wait_s
         self._model = "unknown"
+        self._chosen: Any = None
+        self._said: set[tuple[str, tuple[str, ...]]] = set()  # refusals said once per run and reasons
 
     # -- starting ------------------------------------------------------------------------
 
@@ -126,7 +127,7 @@ class Worker:
             self.say(f"worker {self.config.name}: no model endpoint: {self.resources.setup_error.message}")
             await self._nc.close()
             return 2
-        self._model = chosen.model
+        self._model, self._chosen = chosen.model, chosen
         self.resources.start_engine(self._adapters, concurrency=self.config.concurrency, on_finished=lambda r: r)
         sub = await self._bind()
         self._install_signals()
@@ -180,7 +181,7 @@ class Worker:
             free = self.config.concurrency - len(tasks)
             if free <= 0:
                 slot_freed.clear()
-                await _first(slot_freed.wait(), self._stopping.wait())
+                await streams.first(slot_freed.wait(), self._stopping.wait())
                 continue
             try:
                 msgs = await sub.fetch(free, timeout=1.0)
@@ -188,7 +189,7 @@ class Worker:
                 continue
             except Exception as exc:  # noqa: BLE001 - reconnecting: try again shortly
                 log.debug("fetch: %s", exc)
-                await _first(asyncio.sleep(0.5), self._stopping.wait())
+                await streams.first(asyncio.sleep(0.5), self._stopping.wait())
                 continue
             for msg in msgs:
                 task = asyncio.ensure_future(self._handle(msg))
@@ -203,7 +204,7 @@ class Worker:
         try:
             await self._serve(msg)
         except asyncio.CancelledError:
-            await _quietly(msg.nak())  # stopping: another worker takes it now
+            await streams.quietly(msg.nak())  # stopping: another worker takes it now
             raise
         except Exception as exc:  # noqa: BLE001 - never lose the loop; the item is redelivered
             log.exception("work item on %s", msg.subject)
@@ -214,7 +215,11 @@ class Worker:
 
     async def _serve(self, msg: Any) -> None:
         try:
-            item = WorkItem.from_payload(decode(msg.data, msg.headers))
+            payload = decode(msg.data, msg.headers)
+            item = WorkItem.from_payload(payload)
+        except WireVersionError as exc:  # never read as this version; a worker of its version may take it
+            await self._refuse(msg, str(payload.get("run_id", "?")), msg.subject, [str(exc)])
+            return
         except WireError as exc:
             self.say(f"worker {self.config.name}: dropped a malformed work item on {msg.subject}: {exc}")
             await msg.term()
@@ -225,10 +230,15 @@ class Worker:
             if not await self._can_serve(item.env):
                 await msg.nak(delay=nak_delay(self.config.nak_delay_s))
                 return
+            mine = self.fingerprint(item)
+            differences = episode_differences(item.fingerprint, mine)
+            if differences:
+                await self._refuse(msg, item.run_id, item.msg_id, differences)
+                return
             address = self.config.address
             subject = address.result_subject(item.run_id, item.env, item.task_index, item.repeat)
             stored = await streams.last_on_subject(self._js, address.results_stream, subject)
-            if stored is not None and _generation(stored) == item.generation:
+            if stored is not None and stamp(stored) == (item.generation, item.reissue):
                 await msg.ack_sync(timeout=streams.API_TIMEOUT_S)  # played before; only the ack was lost
                 return
             log.info("playing %s delivery %d", item.msg_id, delivery)
@@ -238,7 +248,8 @@ class Worker:
             finally:
                 self.resources.engine.forget(key)
             record = dataclasses.replace(record, worker=self.config.name, generation=item.generation)
-            await self._publish(Result(record, self.config.name, delivery, item.generation), subject)
+            await self._publish(Result(record, self.config.name, delivery, item.generation, mine, item.reissue),
+                                subject)
             await msg.ack_sync(timeout=streams.API_TIMEOUT_S)
         finally:
             progress.cancel()
@@ -259,6 +270,32 @@ class Worker:
         self._adapter(env)
         return True
 
+    def fingerprint(self, item: WorkItem) -> dict[str, Any]:
+        """This worker's fingerprint for the item's episode (its environment's server started)."""
+        chosen = self._chosen
+        return worker_fingerprint(item, model=chosen.model, endpoint_kind=chosen.kind,
+                                  checkpoint=getattr(chosen.config, "checkpoint", None),
+                                  node_sampling=self.resources.node_sampling(),
+                                  prompt_sha256=self._adapter(item.env).prompt_sha256,
+                                  server=self.resources.server_identities.get(item.env))
+
+    async def _refuse(self, msg: Any, run_id: str, what: str, reasons: list[str]) -> None:
+        """Nak an item this worker will not play under the run's fingerprint, and say why: in its
+        output (once per run and reasons), its log and to the run's coordinator."""
+        await msg.nak(delay=nak_delay(self.config.nak_delay_s))
+        log.info("refused %s of run %s: %s", what, run_id, "; ".join(reasons))
+        if (run_id, tuple(reasons)) not in self._said:
+            self._said.add((run_id, tuple(reasons)))
+            self.say(f"worker {self.config.name}: refused work items of run {run_id} (naked for a worker that "
+                     f"honours the run): " + "; ".join(reasons))
+        from pytest_agentgym import __version__
+
+        refusal = Refusal(worker=self.config.name, run_id=run_id, item=what, reasons=tuple(reasons),
+                          node=self.settings.node, version=__version__)
+        data, headers = encode(refusal.to_payload())
+        subject = self.config.address.refusal_subject(run_id)
+        await streams.quietly(self._nc.publish(subject, data, headers=headers or None))
+
     def _request(self, item: WorkItem) -> Any:
         from pytest_agentgym.engine.episode import EpisodeLimits, EpisodeRequest
 
@@ -272,7 +309,7 @@ class Worker:
         """In-progress acks while the episode runs: JetStream restarts AckWait on each."""
         while True:
             await asyncio.sleep(max(0.2, self._ack_wait / 3))
-            await _quietly(msg.in_progress())
+            await streams.quietly(msg.in_progress())
 
     async def _publish(self, result: Result, subject: str) -> None:
         """Get the result stored, retrying through a reconnect (same msg id: stored once)."""
@@ -292,9 +329,14 @@ class Worker:
     # -- heartbeats ------------------------------------------------------------------------
 
     def heartbeat(self, state: str = "serving") -> Heartbeat:
+        from pytest_agentgym import __version__
+
+        chosen = self._chosen
         return Heartbeat(worker=self.config.name, queue=self.config.address.name, profile=self.settings.node,
                          model=self._model, capacity=self.config.concurrency, load=len(self._inflight),
-                         envs=self.served, host=socket.gethostname(), state=state)
+                         envs=self.served, host=socket.gethostname(), state=state, version=__version__,
+                         endpoint_kind=chosen.kind if chosen else "",
+                         checkpoint=getattr(chosen.config, "checkpoint", None) if chosen else None)
 
     async def _beat(self, state: str = "serving") -> None:
         import json
@@ -324,30 +366,6 @@ class Worker:
             except Exception:  # noqa: BLE001 - a dead connection
                 pass
         await asyncio.to_thread(self.resources.stop)
-
-
-def _generation(stored: Any) -> int | None:
-    try:
-        return Result.from_payload(decode(stored.data, stored.headers)).generation
-    except WireError:
-        return None
-
-
-async def _first(*aws: Any) -> None:
-    """Wait until the first of ``aws`` finishes; cancel the rest."""
-    tasks = [asyncio.ensure_future(a) for a in aws]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-
-
-async def _quietly(coro: Any) -> None:
-    try:
-        await coro
-    except Exception as exc:  # noqa: BLE001 - best effort (the connection may be reconnecting)
-        log.debug("%s", exc)
 
 
 def main(*, nats: str, node: str, concurrency: int | None, name: str | None, log_dir: str | None,

@@ -195,6 +195,8 @@ class EvaluationRun:
         fp = fingerprint.build(model=chosen.model if chosen else "none",
                                endpoint_kind=chosen.kind if chosen else "none",
                                checkpoint=s.checkpoint, envs=envs)
+        if resources.fleet is not None:  # a queue run: the workers' endpoint kind; every work item carries fp
+            fp = resources.fleet.adopt_fingerprint(fp)
         if self.ledger.resuming:
             diffs = fingerprint.differences(self.ledger.previous.fingerprint, fp)
             if diffs:
@@ -477,7 +479,8 @@ class EvaluationRun:
         counts = run_counts(records, self.verdicts, self.ledger.generation)
         info = dataclasses.replace(self.info, ended_at=_now(), status=self.status, counts=counts,
                                    gates=tuple(v.to_dict() for v in self.verdicts),
-                                   versions=self.resources.versions())
+                                   versions=self.resources.versions(),
+                                   notes=self.info.notes + (self.resources.fleet.notes() if self.resources.fleet else ()))
         try:
             self.ledger.write(info)
         except OSError as exc:
