@@ -38,7 +38,7 @@ from pytest_agentgym.servers.embedded.alfworld_tasks import (
     game_file,
     missing_requirements,
 )
-from pytest_agentgym.servers.health import free_port
+from pytest_agentgym.process.health import free_port
 from pytest_agentgym.servers.pool import embedded_command
 from pytest_agentgym.process.managed import ManagedServer
 

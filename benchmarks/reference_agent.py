@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from pytest_agentgym.model.client import EndpointClient
-from pytest_agentgym.servers.health import HEALTH_ENDPOINT, Advice, free_port
+from pytest_agentgym.process.health import HEALTH_ENDPOINT, Advice, free_port
 from pytest_agentgym.process.managed import ManagedServer
 
 

@@ -34,7 +34,7 @@ import httpx
 import psutil
 
 from pytest_agentgym.servers.embedded.sciworld_tasks import list_games, missing_requirements, start_simulator
-from pytest_agentgym.servers.health import free_port
+from pytest_agentgym.process.health import free_port
 from pytest_agentgym.servers.pool import embedded_command
 from pytest_agentgym.process.managed import ManagedServer
 

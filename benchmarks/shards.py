@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO))
 def lightweight_costs() -> dict[tuple[str, int, int], float]:
     import yaml
 
-    from pytest_agentgym.plugin.collect import episodes, load_suite
+    from pytest_agentgym.config.suites import episodes, load_suite
     from pytest_agentgym.envs.spec import DEFAULT_ENVS_FILE, load_specs
 
     specs = load_specs(DEFAULT_ENVS_FILE)

@@ -36,8 +36,9 @@ async def play(env_url: str, model_url: str, episodes: int, rounds: int) -> list
     from pytest_agentgym.envs.protocol import EnvClient
     from pytest_agentgym.envs.spec import EnvSpec, SuccessRule
     from pytest_agentgym.engine.episode import EpisodeLimits, EpisodeRequest, run_episode
-    from pytest_agentgym.model.client import EndpointClient, Sampling
-    from pytest_agentgym.run.services import ModelAdapter
+    from pytest_agentgym.model.call_settings import Sampling
+    from pytest_agentgym.model.client import EndpointClient
+    from pytest_agentgym.engine.model import ModelAdapter
 
     class Timed(ModelAdapter):
         marks: list[float] = []

@@ -27,9 +27,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_agentgym.engine.episode import EpisodeLimits, EpisodeRequest, run_episode  # noqa: E402
 from pytest_agentgym.integrations.verifiers import load_environment  # noqa: E402
-from pytest_agentgym.model.client import EndpointClient, Sampling  # noqa: E402
-from pytest_agentgym.run.services import ModelAdapter  # noqa: E402
-from pytest_agentgym.servers.health import HEALTH_ENDPOINT, Advice, free_port  # noqa: E402
+from pytest_agentgym.model.call_settings import Sampling  # noqa: E402
+from pytest_agentgym.model.client import EndpointClient  # noqa: E402
+from pytest_agentgym.engine.model import ModelAdapter  # noqa: E402
+from pytest_agentgym.process.health import HEALTH_ENDPOINT, Advice, free_port  # noqa: E402
 from pytest_agentgym.process.managed import ManagedServer  # noqa: E402
 
 

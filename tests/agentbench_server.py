@@ -326,7 +326,7 @@ def serve(app: FastAPI, host: str, port: int) -> "asyncio.Future":
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    from pytest_agentgym.servers.health import free_port
+    from pytest_agentgym.process.health import free_port
 
     running, beats = [], []
     controller = args.controller if args.role == "worker" else f"http://{args.host}:{args.port}/api"

@@ -22,7 +22,7 @@ from pytest_agentgym.model.endpoint_settings import EndpointConfigError, ModelSe
 from pytest_agentgym.model.endpoints import NoEndpointAvailable, choose_endpoint, probe
 from pytest_agentgym.model.vllm import LaunchError, VLLMServer, vllm_command
 from pytest_agentgym.model.vllm_options import VLLMOptions
-from pytest_agentgym.servers.health import HEALTH_ENDPOINT
+from pytest_agentgym.process.health import HEALTH_ENDPOINT
 from pytest_agentgym.process.managed import ManagedServer
 
 NODES = Path(__file__).resolve().parents[1] / "pytest_agentgym" / "configs" / "nodes"
@@ -301,7 +301,7 @@ def test_children_die_with_the_process_that_launched_them(tmp_path):
     pid_file = tmp_path / "child.pid"
     launcher = textwrap.dedent(f"""
         import signal, sys, time
-        from pytest_agentgym.servers.health import HEALTH_ENDPOINT
+        from pytest_agentgym.process.health import HEALTH_ENDPOINT
         from pytest_agentgym.process.managed import ManagedServer
         server = ManagedServer("child", command=[sys.executable, "-c", {CHILD_SERVER!r}, "{{port}}"],
                                health=HEALTH_ENDPOINT, death_signal=signal.SIGTERM,

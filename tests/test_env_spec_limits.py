@@ -9,7 +9,7 @@ import pytest
 
 from pytest_agentgym.envs.protocol import DEFAULT_REQUEST_TIMEOUT
 from pytest_agentgym.envs.spec import EnvConfigError, load_default_specs, spec_from_mapping
-from pytest_agentgym.config.settings import load_env_specs
+from pytest_agentgym.config.profile import ProfileError, load_env_specs
 
 BASE = {"category": "lightweight", "port": 36003}
 
@@ -48,6 +48,6 @@ def test_a_node_profile_overrides_the_request_timeout(tmp_path):
     specs = load_env_specs(tmp_path, profile, Path("node.yaml"))
     assert (specs["Maze"].request_timeout, specs["Maze"].start_attempts) == (5, 1)
     assert specs["Wordle"].request_timeout == 60.0
-    with pytest.raises(pytest.UsageError, match="request_timeout must be a positive number"):
+    with pytest.raises(ProfileError, match="request_timeout must be a positive number"):
         load_env_specs(tmp_path, {"envs": {"overrides": {"Maze": {"request_timeout": 0}}}},
                        Path("node.yaml"))

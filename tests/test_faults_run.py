@@ -258,7 +258,7 @@ def random_agent(tmp_path_factory):
     """The reference agent's random policy as a real server. Module-scoped on purpose:
     started outside pytester, whose sys.modules snapshot would drop the HTTP modules
     first imported here and leave httpx unable to map httpcore's errors afterwards."""
-    from pytest_agentgym.servers.health import HEALTH_ENDPOINT
+    from pytest_agentgym.process.health import HEALTH_ENDPOINT
     from pytest_agentgym.process.managed import ManagedServer
 
     agent = ManagedServer("reference agent", command=["{python}", "-m", "pytest_agentgym", "reference-agent",
@@ -370,7 +370,7 @@ def test_a_worker_killed_mid_episode_leaves_an_error_record(pytester):
             if item.name != "Maze[2]" or not hasattr(item.config, "workerinput"):
                 return
             def kill_when_in_flight():
-                from pytest_agentgym.config.settings import HARNESS_KEY
+                from pytest_agentgym.plugin.stash import HARNESS_KEY
                 harness = item.config.stash[HARNESS_KEY]
                 deadline = time.monotonic() + 60
                 while time.monotonic() < deadline:

@@ -22,19 +22,19 @@ from pytest_agentgym.envs import adapter_class
 from pytest_agentgym.envs.protocol import EnvBadResponse, EnvClient, EnvTimeout
 from pytest_agentgym.envs.spec import EnvSpec, SuccessRule
 from pytest_agentgym.engine.episode import EpisodeLimits, EpisodeRequest, run_episode
+from pytest_agentgym.model.call_settings import RetryPolicy, Sampling
 from pytest_agentgym.model.client import (
-    CallRecord,
     ContextLengthExceeded,
     EndpointBadResponse,
     EndpointClient,
     EndpointTimeout,
     RequestRejected,
-    RetryPolicy,
-    Sampling,
 )
+from pytest_agentgym.model.records import CallRecord
 from pytest_agentgym.results.records import EpisodeRecord
-from pytest_agentgym.run.services import ModelAdapter
-from pytest_agentgym.process.managed import ManagedServer, ServerStartError
+from pytest_agentgym.engine.model import ModelAdapter
+from pytest_agentgym.process.errors import ServerStartError
+from pytest_agentgym.process.managed import ManagedServer
 
 pytestmark = pytest.mark.faults
 

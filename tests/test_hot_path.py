@@ -16,7 +16,7 @@ import pytest
 
 from projects import episodes, make_project, run, suite
 from pytest_agentgym.model.client import EndpointClient
-from pytest_agentgym.servers import health
+from pytest_agentgym.process import health
 from pytest_agentgym.process import managed as process
 
 SLOW_SERVER = """\
@@ -113,7 +113,7 @@ def test_asking_the_model_skips_the_sdks_per_call_typed_dict_transform(monkeypat
 
 READ_AHEAD_CONFTEST = """
 import os
-from pytest_agentgym.config.settings import HARNESS_KEY
+from pytest_agentgym.plugin.stash import HARNESS_KEY
 
 def pytest_runtest_setup(item):
     engine = item.config.stash[HARNESS_KEY].resources.engine
@@ -213,7 +213,7 @@ def test_an_env_client_reuses_its_connections(tmp_path):
 
 _SPAWN_PATH = """
 import sys
-import pytest_agentgym.plugin, pytest_agentgym.run.evaluation, pytest_agentgym.results.ledger, pytest_agentgym.plugin.collect
+import pytest_agentgym.plugin, pytest_agentgym.run.evaluation, pytest_agentgym.results.ledger, pytest_agentgym.plugin.items
 import pytest_agentgym.servers.pool
 print(sorted(m for m in ("httpx", "jinja2", "openai", "fastapi") if m in sys.modules))
 """

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from nats_server import NatsServer, read_stream
-from pytest_agentgym.queue.worker import nak_delay
+from pytest_agentgym.worker.serve import nak_delay
 from queue_fleet import Fleet, env_with_repo, pytest_command, records, suites, wait_until, worker_profile
 
 pytestmark = pytest.mark.faults

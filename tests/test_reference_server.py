@@ -22,7 +22,7 @@ import pytest
 from pytest_agentgym.model.client import EndpointClient, RequestRejected
 from pytest_agentgym.model.reference.base import react
 from pytest_agentgym.model.reference.server import POLICY_MODULES
-from pytest_agentgym.servers.health import HEALTH_ENDPOINT, Advice, free_port
+from pytest_agentgym.process.health import HEALTH_ENDPOINT, Advice, free_port
 from pytest_agentgym.process.managed import ManagedServer
 
 TESTS = Path(__file__).resolve().parent

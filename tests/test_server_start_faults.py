@@ -18,11 +18,12 @@ from pytest_agentgym.envs import adapter_class
 from pytest_agentgym.envs.protocol import EnvClient
 from pytest_agentgym.envs.spec import EnvSpec
 from pytest_agentgym.engine.episode import EpisodeLimits, EpisodeRequest, run_episode
-from pytest_agentgym.model.client import EndpointClient, RetryPolicy, Sampling
-from pytest_agentgym.run.services import ModelAdapter
-from pytest_agentgym.servers.health import free_port
+from pytest_agentgym.model.call_settings import RetryPolicy, Sampling
+from pytest_agentgym.model.client import EndpointClient
+from pytest_agentgym.engine.model import ModelAdapter
+from pytest_agentgym.process.health import free_port
 from pytest_agentgym.servers.pool import ServerPool
-from pytest_agentgym.process.managed import ServerStartError
+from pytest_agentgym.process.errors import ServerStartError
 
 pytestmark = pytest.mark.faults
 

@@ -10,7 +10,7 @@ import pytest
 from projects import episodes, make_project, run, suite
 from pytest_agentgym.results.aggregate import summarize
 from pytest_agentgym.envs.spec import load_default_specs
-from pytest_agentgym.engine.episode import outcome_of
+from pytest_agentgym.results.records import outcome_of
 from pytest_agentgym.results.gates import Gate, check, check_env, error_budget_exceeded
 from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo
 

@@ -28,7 +28,7 @@ from projects import episodes, make_project, run, suite  # noqa: E402
 from verifiers.v1.env import RunSlot  # noqa: E402
 
 from pytest_agentgym.integrations.verifiers import load_environment, task_indices  # noqa: E402
-from pytest_agentgym.servers.health import HEALTH_ENDPOINT, Advice, free_port  # noqa: E402
+from pytest_agentgym.process.health import HEALTH_ENDPOINT, Advice, free_port  # noqa: E402
 from pytest_agentgym.process.managed import ManagedServer  # noqa: E402
 
 VF_EVAL = Path(sys.executable).parent / "vf-eval"

@@ -35,9 +35,9 @@ import jsonschema
 import pytest
 
 from projects import episodes, make_project, run, suite
-from pytest_agentgym.plugin.collect import SuiteError, load_suite
+from pytest_agentgym.config.suites import SuiteError, load_suite
 from pytest_agentgym.publish import load_schema
-from pytest_agentgym.servers.health import HEALTH_ENDPOINT, Advice, free_port
+from pytest_agentgym.process.health import HEALTH_ENDPOINT, Advice, free_port
 
 TESTS = Path(__file__).resolve().parent
 HAS_VERIFIERS = importlib.util.find_spec("verifiers") is not None

@@ -305,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             latency_ms=args.latency_ms, seed=args.seed)
         return 0
     if args.command == "envs":
-        from pytest_agentgym.servers.status import main as envs_main
+        from pytest_agentgym.cli.envs import main as envs_main
 
         return envs_main(config=args.config, host=args.host, timeout=args.timeout, node=args.node)
     if args.command == "report":
@@ -335,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "worker":
         import shlex
 
-        from pytest_agentgym.queue.worker import main as worker_main
+        from pytest_agentgym.worker.serve import main as worker_main
 
         if args.concurrency is not None and args.concurrency < 1:
             print(f"pytest-agentgym worker: --concurrency {args.concurrency}: give a whole number >= 1",

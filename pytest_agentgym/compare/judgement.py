@@ -28,7 +28,8 @@ from pytest_agentgym.compare.comparison import Comparison, EnvComparison, worst
 from pytest_agentgym.compare.error import CompareError
 from pytest_agentgym.compare.pairing import METRICS, EnvPairs, pair_env
 from pytest_agentgym.compare.runs import LoadedRun, load_run
-from pytest_agentgym.compare.settings_check import describe_keys, settings_differences
+from pytest_agentgym.compare.settings_check import settings_differences
+from pytest_agentgym.config.tasks import describe_keys
 from pytest_agentgym.results.gates import DEFAULT_MAX_ERROR_RATE, TOLERANCE
 from pytest_agentgym.results.store import RunDir
 

@@ -9,9 +9,9 @@ model, the endpoint or the checkpoint: those differ on purpose.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
+from pytest_agentgym.config.tasks import describe_keys
 from pytest_agentgym.results import fingerprint
 from pytest_agentgym.results.records import RunInfo
 
@@ -19,29 +19,6 @@ Key = tuple[str, int, int]
 _LABELS = ("in the baseline", "in the candidate")
 _NO_FINGERPRINT = ("{role} has no fingerprint (a run from an older pytest-agentgym): its max rounds, "
                    "sampling, prompts and servers cannot be checked")
-
-
-def task_ranges(tasks: Iterable[int]) -> str:
-    """``[0, 1, 2, 5, 7, 8]`` -> ``0-2, 5, 7-8``."""
-    ordered = sorted(set(tasks))
-    parts: list[str] = []
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    return ", ".join(parts)
-
-
-def describe_keys(keys: Iterable[tuple[int, int]]) -> str:
-    """(task, repeat) keys as tasks: ``0-2`` for first repeats, ``0-2 (repeat 2)`` for others."""
-    by_repeat: dict[int, list[int]] = defaultdict(list)
-    for task, repeat in keys:
-        by_repeat[repeat].append(task)
-    return "; ".join(task_ranges(tasks) if repeat == 1 else f"{task_ranges(tasks)} (repeat {repeat})"
-                     for repeat, tasks in sorted(by_repeat.items()))
 
 
 def _task_set_lines(base_keys: set[Key], cand_keys: set[Key]) -> list[str]:

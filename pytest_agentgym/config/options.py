@@ -1,9 +1,10 @@
 """The plugin's options: ``--agentgym-*`` flags, ``agentgym_*`` ini keys, ``AGENTGYM_*`` variables.
 
 Every option is declared once in :data:`OPTIONS`; the same row gives the flag,
-the ini key, the environment variable and the parse function. settings.py
-resolves them in one order: command line, environment variable, ini, then the
-suite YAML and the node profile, then the default.
+the ini key, the environment variable and the parse function (a ``ValueError``
+for a bad value). Pytest-free: plugin/options.py registers the rows with pytest
+and reads them in one order (command line, environment variable, ini);
+config/settings.py then adds the suite YAML, the node profile and the defaults.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import pytest
 
-from pytest_agentgym.run.shards import parse_option as parse_shard
+from pytest_agentgym.config.shard import parse_option as parse_shard
+from pytest_agentgym.config.tasks import parse_tasks
 
 
 def _parse_int(text: str, minimum: int) -> int:
@@ -58,32 +59,6 @@ def parse_names(text: str) -> tuple[str, ...]:
     return names
 
 
-_TASK_PART = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
-
-
-def parse_tasks(text: str | int | list) -> tuple[int, ...]:
-    """``0-9,12`` -> (0, 1, ..., 9, 12); ranges are inclusive; order kept, duplicates dropped."""
-    if isinstance(text, bool):
-        raise ValueError(f"expected task indices, got {text!r}")
-    if isinstance(text, int):
-        return (text,)
-    parts = text if isinstance(text, list) else str(text).split(",")
-    out: list[int] = []
-    for part in parts:
-        if isinstance(part, int) and not isinstance(part, bool):
-            out.append(part)
-            continue
-        match = _TASK_PART.match(str(part))
-        if not match:
-            raise ValueError(
-                f"task spec {part!r} is not an index or an inclusive range like 0-9 "
-                "(write e.g. '0-9,12')"
-            )
-        low, high = int(match.group(1)), int(match.group(2) or match.group(1))
-        if high < low:
-            raise ValueError(f"task range {part!r} runs backwards; write {high}-{low}")
-        out.extend(range(low, high + 1))
-    return tuple(dict.fromkeys(out))
 
 
 def parse_fraction(text: str) -> float:
@@ -207,43 +182,3 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 BY_NAME = {option.name: option for option in OPTIONS}
-
-
-def add_options(parser: pytest.Parser) -> None:
-    group = parser.getgroup("agentgym", "pytest-agentgym: evaluate LLM agents on AgentGym")
-    for option in OPTIONS:
-        if option.parse is None:
-            group.addoption(option.flag, *option.aliases, action="store_true", default=None,
-                            dest=option.dest, help=option.help)
-            parser.addini(option.dest, f"{option.help} (bool)", type="bool", default=None)
-        else:
-            group.addoption(option.flag, *option.aliases, metavar=option.metavar, default=None,
-                            dest=option.dest, help=f"{option.help} (default: {option.default_text})")
-            parser.addini(option.dest, f"{option.help} (default: {option.default_text})", default=None)
-
-
-#: Flags that people type from the habits of other tools, and what this plugin calls them.
-HABITUAL_FLAGS = {
-    "--dry-run": "--agentgym-dry-run (the preflight check)",
-    "--dryrun": "--agentgym-dry-run (the preflight check)",
-    "--preflight": "--agentgym-preflight",
-}
-
-
-def hint_habitual_flags(parser: pytest.Parser, args: list[str]) -> str | None:
-    """Add a "did you mean" line to the error pytest gives for a habitual flag in ``args``.
-
-    pytest rejects an unknown flag ("unrecognized arguments: --dry-run") after the
-    plugins are loaded; every entry of the documented ``Parser.extra_info`` is
-    printed under that error as ``  KEY: VALUE``. Called from the plugin's
-    ``pytest_load_initial_conftests``, which runs before that parse. Returns the hint.
-    """
-    for arg in args:
-        if arg == "--":
-            break
-        meant = HABITUAL_FLAGS.get(arg.split("=", 1)[0])
-        if meant is not None:
-            hint = f"did you mean {meant}?"
-            parser.extra_info["hint"] = hint
-            return hint
-    return None

@@ -32,7 +32,7 @@ from pytest_agentgym.envs.protocol import EnvBadResponse, EnvClient, EnvServerEr
 from pytest_agentgym.envs.spec import EnvSpec
 from pytest_agentgym.envs.watch import RequestWatch, watch_requests
 from pytest_agentgym.model.errors import ContextLengthExceeded, ModelError, RequestRejected
-from pytest_agentgym.results.records import ErrorInfo, EpisodeRecord, StopReason, Turn
+from pytest_agentgym.results.records import ErrorInfo, EpisodeRecord, StopReason, Turn, outcome_of
 
 #: Each failed attempt with its traceback; the run writes these to logs/harness.log.
 log = logging.getLogger("pytest_agentgym.engine.episode")
@@ -284,7 +284,7 @@ def _recovery_failed(exc: BaseException, error: ErrorInfo) -> ErrorInfo:
     """The episode's error when getting ready for a retry failed (e.g. its environment
     server would not restart): that failure, from the side it tried to bring back
     when it is a server that failed, followed by the attempt's own error."""
-    from pytest_agentgym.process.managed import ServerError
+    from pytest_agentgym.process.errors import ServerError
 
     where = error.where if isinstance(exc, ServerError) else classify(exc)
     return ErrorInfo(
@@ -329,16 +329,3 @@ def _budget_ran_out(
         "request to the environment server or the model; raise episode_timeout",
         "harness",
     )
-
-
-def outcome_of(error: ErrorInfo | None, reward: float | None, min_reward: float | None,
-               success: bool) -> str:
-    """The episode's verdict (see :data:`~pytest_agentgym.results.records.Outcome`): with a
-    ``min_reward`` the reward decides (``reward >= min_reward`` passes, below it
-    fails); without one the environment's success rule does, and an episode that
-    did not succeed is ``unsolved``, never a green pass."""
-    if error is not None:
-        return "error"
-    if min_reward is not None:
-        return "passed" if reward is not None and reward >= min_reward else "failed"
-    return "passed" if success else "unsolved"

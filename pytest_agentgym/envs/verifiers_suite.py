@@ -42,12 +42,14 @@ import json
 import sys
 import time
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_agentgym.envs import register
 from pytest_agentgym.envs.spec import VERIFIERS_PREFIX, EnvSpec, SuccessRule
-from pytest_agentgym.engine.episode import EpisodeRequest, outcome_of
-from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo, Turn
+from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo, Turn, outcome_of
+
+if TYPE_CHECKING:  # the engine plays this adapter; only the request's type is needed here
+    from pytest_agentgym.engine.episode import EpisodeRequest
 
 #: The success rule of every verifiers environment (docs/training.md).
 SUCCESS_RULE = "reward >= 1"

@@ -43,7 +43,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "pip install 'pytest-agentgym[verifiers]'") from exc
 
 from pytest_agentgym.envs import adapter_class
-from pytest_agentgym.engine.episode import EpisodeLimits, EpisodeRequest, run_episode
+from pytest_agentgym.engine.episode import run_episode
+from pytest_agentgym.run.requests import RequestRules, build
 from pytest_agentgym.integrations.verifiers_turns import ChatTurnHarness, InteractionModel
 
 #: The id verifiers loads this taskset by (the top-level module pytest_agentgym_verifiers).
@@ -101,13 +102,12 @@ class AgentGymEnv(vf.Env[AgentGymEnvConfig]):
     """Plays each task as one episode of this project's engine, the agent as its model."""
 
     async def start(self) -> None:
-        from pytest_agentgym.servers.pool import ServerPool
+        from pytest_agentgym.run import factory
 
         self.node = NodeFacts.load(self.config.taskset)
         self.adapter = adapter_class(self.node.spec.name)(self.node.spec.prompt_template)
-        self.pool = ServerPool({self.node.spec.name: self.node.spec},
-                               attach_running=self.node.servers == "auto",
-                               log_dir=tempfile.mkdtemp(prefix="agentgym-verifiers-"))
+        self.pool = factory.server_pool({self.node.spec.name: self.node.spec}, self.node.servers,
+                                        Path(tempfile.mkdtemp(prefix="agentgym-verifiers-")))
         server = await asyncio.to_thread(self.pool.start, self.node.spec.name)
         self.server_url = server.url
 
@@ -120,10 +120,10 @@ class AgentGymEnv(vf.Env[AgentGymEnvConfig]):
         if not hasattr(self, "server_url"):
             raise RuntimeError("the AgentGym environment is not serving: run it inside env.serving()")
         spec = self.node.spec
-        request = EpisodeRequest(
-            run_id=os.environ.get("VF_RUN_ID", "verifiers"), spec=spec, task_index=task.data.task_index,
-            repeat=0, limits=EpisodeLimits(self.node.max_rounds, self.node.episode_timeout, retries=0),
-            nodeid=task.data.name, node=self.node.name)
+        request = build(run_id=os.environ.get("VF_RUN_ID", "verifiers"), spec=spec,
+                        task_index=task.data.task_index, repeat=0, max_rounds=self.node.max_rounds,
+                        timeout_s=self.node.episode_timeout, retries=0, nodeid=task.data.name,
+                        node=self.node.name)
         player = agents.player
         model_name = getattr(getattr(player, "config", None), "model", None) or "verifiers-agent"
         async with player.interaction(task) as interaction:
@@ -152,26 +152,21 @@ class NodeFacts:
 
     @classmethod
     def load(cls, config: AgentGymTasksetConfig) -> "NodeFacts":
-        import pytest
-
-        from pytest_agentgym.servers.status import load_node
-        from pytest_agentgym.config.settings import load_profile
+        from pytest_agentgym.config.profile import NodeProfile, ProfileError
 
         root = Path(config.root) if config.root else Path.cwd()
         try:
-            view = load_node(config.node, root)
-            limits = load_profile(view.file).get("limits") or {}
-        except pytest.UsageError as exc:
-            raise ValueError(f"env.taskset.node {config.node!r}: {exc}") from None
-        spec = next((s for name, s in view.specs.items() if name.lower() == config.env.lower()), None)
+            node = NodeProfile.load(config.node, root, flag="env.taskset.node")
+        except ProfileError as exc:
+            raise ValueError(f"env.taskset.node {config.node!r}: {exc.reason}") from None
+        spec = next((s for name, s in node.specs.items() if name.lower() == config.env.lower()), None)
         if spec is None:
-            raise ValueError(f"env.taskset.env {config.env!r} is not an environment of node {view.name}; "
-                             f"known: {', '.join(sorted(view.specs))}")
-        if view.servers == "attach" and spec.url is None:
-            spec = spec.with_overrides(url=spec.default_url())
-        rounds = config.max_rounds or min(spec.max_rounds, limits.get("max_rounds") or spec.max_rounds)
-        budget = config.episode_timeout or limits.get("episode_timeout") or DEFAULT_EPISODE_TIMEOUT_S
-        return cls(view.name, spec, view.servers, int(rounds), float(budget))
+            raise ValueError(f"env.taskset.env {config.env!r} is not an environment of node {node.name}; "
+                             f"known: {', '.join(sorted(node.specs))}")
+        rounds = RequestRules(run_id="", node=node.name, node_max_rounds=node.max_rounds).rounds(
+            spec, config.max_rounds)
+        budget = config.episode_timeout or node.limits.get("episode_timeout") or DEFAULT_EPISODE_TIMEOUT_S
+        return cls(node.name, spec, node.servers_mode, int(rounds), float(budget))
 
 
 def task_indices(tasks: str | None, valid: str, env: str) -> list[int]:

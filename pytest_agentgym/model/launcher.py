@@ -22,7 +22,7 @@ from typing import Any, Sequence
 from pytest_agentgym.model.endpoint_settings import ChosenEndpoint, EndpointConfig, ModelSettings
 from pytest_agentgym.model.vllm import MODEL_STOP_GRACE, LaunchError, VLLMServer
 from pytest_agentgym.process.managed import ManagedServer
-from pytest_agentgym.servers.health import HEALTH_ENDPOINT, Advice, describe_exit
+from pytest_agentgym.process.health import HEALTH_ENDPOINT, Advice, describe_exit
 
 __all__ = ["LaunchFailed", "REFERENCE_STARTUP_TIMEOUT", "launch"]
 

@@ -31,7 +31,7 @@ from pytest_agentgym.model.checkpoint import fit_max_model_len
 from pytest_agentgym.model.vllm_options import VLLM_PYTHON_ENV, VLLMOptions
 from pytest_agentgym.process import managed as process
 from pytest_agentgym.process.errors import ServerStartError
-from pytest_agentgym.servers.health import HEALTH_ENDPOINT, Advice, free_port
+from pytest_agentgym.process.health import HEALTH_ENDPOINT, Advice, free_port
 
 __all__ = ["LaunchError", "MODEL_STOP_GRACE", "VLLMServer", "free_port", "vllm_command"]
 

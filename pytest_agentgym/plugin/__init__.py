@@ -1,5 +1,6 @@
 """pytest entry point (pytest11 -> pytest_agentgym.plugin). Wiring only: the
-work lives in settings, collect and run (EvaluationRun)."""
+work lives in config (settings, suites), plugin/items.py (the pytest nodes) and
+run (EvaluationRun)."""
 
 from __future__ import annotations
 
@@ -9,17 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentgym.plugin import collect
+from pytest_agentgym.config import suites
+from pytest_agentgym.plugin import items as episode_items
 
-from pytest_agentgym.config import options
+from pytest_agentgym.plugin import options
 from pytest_agentgym.plugin.fixtures import agentgym_episode, agentgym_run  # noqa: F401  (registered here)
-from pytest_agentgym.config.settings import (
-    HARNESS_KEY,
-    NODE_SKIPPED_KEY,
-    SETTINGS_KEY,
-    SUITE_ERRORS_KEY,
-    resolve,
-)
+from pytest_agentgym.plugin.options import resolve_settings
+from pytest_agentgym.plugin.stash import HARNESS_KEY, NODE_SKIPPED_KEY, SETTINGS_KEY, SUITE_ERRORS_KEY
 
 _RECORD_ATTR = "agentgym_record"
 _KEPT_ATTR = "agentgym_kept"
@@ -58,7 +55,7 @@ def _uses_xdist(config: pytest.Config) -> bool:
 def _looks_only(config: pytest.Config) -> bool:
     """--agentgym-preflight (--agentgym-dry-run) or --agentgym-list-envs, given on the
     command line, as AGENTGYM_* variables or ini keys."""
-    from pytest_agentgym.config.settings import flag
+    from pytest_agentgym.plugin.options import flag
 
     return flag(config, "list_envs") or flag(config, "preflight")
 
@@ -85,7 +82,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "agentgym: an AgentGym episode")
     config.addinivalue_line("markers", "verifiers: episodes of verifiers environments (environment: verifiers:<module>)")
-    settings = resolve(config)
+    settings = resolve_settings(config)
     if _is_worker(config):
         settings = settings.__class__(**{**settings.__dict__, "run_id": config.workerinput["agentgym_run_id"]})
     for name in settings.env_specs:
@@ -156,18 +153,18 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    if collect.is_suite_file(file_path):
-        return collect.SuiteFile.from_parent(parent, path=file_path)
+    if suites.is_suite_file(file_path):
+        return episode_items.SuiteFile.from_parent(parent, path=file_path)
     return None
 
 
 @pytest.hookimpl(trylast=True)  # after -k, -m and --deselect: a shard splits what they left
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
                                   items: list[pytest.Item]) -> None:
-    episodes = [i for i in items if isinstance(i, collect.EpisodeItem)]
+    episodes = [i for i in items if isinstance(i, episode_items.EpisodeItem)]
     errors = config.stash[SUITE_ERRORS_KEY]
-    errors.extend(collect.duplicate_episodes(episodes))
-    errors.extend(collect.out_of_range(episodes, config.stash[SETTINGS_KEY]))
+    errors.extend(suites.duplicate_episodes(episodes))
+    errors.extend(suites.out_of_range(episodes, config.stash[SETTINGS_KEY]))
     if config.stash[SETTINGS_KEY].shard is not None and not errors:
         _take_shard(config, items)
 
@@ -178,12 +175,12 @@ def _take_shard(config: pytest.Config, items: list[pytest.Item]) -> None:
 
     harness = config.stash[HARNESS_KEY]
     for item in items:  # every environment of the selection, so the shard records all the plans
-        if isinstance(item, collect.EpisodeItem):
+        if isinstance(item, episode_items.EpisodeItem):
             harness.plan_suite(item.suite, item.nodeid.split("::")[0])
     kept, dropped, harness.selection = shards.select(
         items, config.stash[SETTINGS_KEY].shard,
         lambda item: harness.plans[item.suite.environment].max_rounds
-        if isinstance(item, collect.EpisodeItem) else None)
+        if isinstance(item, episode_items.EpisodeItem) else None)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
@@ -196,7 +193,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if _is_controller(session.config):
         harness = session.config.stash[HARNESS_KEY]
         for item in session.items:
-            if isinstance(item, collect.EpisodeItem):
+            if isinstance(item, episode_items.EpisodeItem):
                 harness.plan_suite(item.suite, item.nodeid.split("::")[0])
 
 
@@ -212,7 +209,7 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
     if _is_controller(config):
         harness = config.stash[HARNESS_KEY]
         for item in items:
-            if isinstance(item, collect.EpisodeItem):
+            if isinstance(item, episode_items.EpisodeItem):
                 harness.plan_suite(item.suite, item.nodeid.split("::")[0])
         lines.extend(harness.sampling_lines())
     return lines
@@ -260,7 +257,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     """An xdist worker reads ahead: the episodes queued for it go to its engine."""
-    if not _is_worker(item.config) or not isinstance(item, collect.EpisodeItem):
+    if not _is_worker(item.config) or not isinstance(item, episode_items.EpisodeItem):
         return
     reader = item.config.stash.get(_READ_AHEAD_KEY, None)
     if reader is None:
@@ -268,7 +265,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
         harness = item.config.stash[HARNESS_KEY]
         reader = WorkerReadAhead(item.config, harness.read_ahead, harness.withdraw,
-                                 lambda i: isinstance(i, collect.EpisodeItem))
+                                 lambda i: isinstance(i, episode_items.EpisodeItem))
         item.config.stash[_READ_AHEAD_KEY] = reader
     reader.before(item, item.session)
 
@@ -282,7 +279,7 @@ def pytest_runtestloop(session: pytest.Session):  # type: ignore[no-untyped-def]
     if config.option.collectonly:
         return (yield)
     harness = config.stash[HARNESS_KEY]
-    items = [i for i in session.items if isinstance(i, collect.EpisodeItem)]
+    items = [i for i in session.items if isinstance(i, episode_items.EpisodeItem)]
     if items:
         _as_usage_error(harness.prepare, items)
     if _is_controller(config):
@@ -364,7 +361,7 @@ class _Controller:
         record = self.harness.record_crash(crashitem, str(report.longrepr))
         if record is not None:
             report.when = "setup"  # an error, not a policy failure
-            report.longrepr = collect.infra_message(record, self.harness.run_dir.logs)
+            report.longrepr = episode_items.infra_message(record, self.harness.run_dir.logs)
             setattr(report, _RECORD_ATTR, record.to_dict())
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -373,7 +370,7 @@ class _Controller:
         result = yield
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
-            from pytest_agentgym.plugin.terminal import status_line
+            from pytest_agentgym.run.terminal import status_line
 
             line = status_line(self.harness)
             if line is not None:

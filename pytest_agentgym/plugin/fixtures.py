@@ -15,7 +15,7 @@ from typing import Any, Callable
 import pytest
 
 from pytest_agentgym.results.records import EpisodeRecord
-from pytest_agentgym.config.settings import HARNESS_KEY
+from pytest_agentgym.plugin.stash import HARNESS_KEY
 
 
 @pytest.fixture

@@ -40,7 +40,7 @@ class EndpointCheck:
 
 def _check_endpoint(position: int, endpoint: Any, model: Any) -> EndpointCheck:
     """Like ``choose_endpoint`` decides, without launching anything."""
-    from pytest_agentgym.model.client import read_api_key
+    from pytest_agentgym.model.call_settings import read_api_key
     from pytest_agentgym.model.endpoints import probe
 
     label = "primary" if position == 0 else f"fallback {position}"
@@ -110,7 +110,7 @@ def preflight(settings: Any, paths: list[str] | None = None, out: TextIO | None 
         out.write("  would use: nothing, no endpoint of the chain is usable (every episode would be an error)\n")
     else:
         out.write(f"  would use: {chosen.label} {chosen.describe}\n")
-    from pytest_agentgym.plugin.collect import suites_under
+    from pytest_agentgym.config.suites import suites_under
 
     broken: list[str] = []
     names = {suite.environment for suite in suites_under(paths or [], settings, broken)}

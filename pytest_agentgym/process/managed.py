@@ -7,10 +7,10 @@ A :class:`ManagedServer` is *attached* (a URL someone else runs: we only wait
 for it) or *spawned* (our command on a port we choose, output in a log file,
 its own session, ``PR_SET_PDEATHSIG``, stopped with SIGTERM then SIGKILL and a
 psutil sweep, stopped at interpreter exit). Healthy means passing a
-:class:`~pytest_agentgym.servers.health.HealthCheck`: any answer to ``GET /``
+:class:`~pytest_agentgym.process.health.HealthCheck`: any answer to ``GET /``
 for environment servers, HTTP 200 from ``GET /health`` for vLLM and the
 reference agent. Ports, probes and message wording live in
-:mod:`pytest_agentgym.servers.health`; forking a child that dies with us and
+:mod:`pytest_agentgym.process.health`; forking a child that dies with us and
 stopping its whole family, in :mod:`pytest_agentgym.process.children`; what a
 failed start raises, in :mod:`pytest_agentgym.process.errors`. See docs/servers.md.
 """
@@ -34,7 +34,7 @@ import psutil
 from pytest_agentgym.process.children import descendants, popen, session_members, signal_group, sweep
 from pytest_agentgym.process.errors import ServerCommandError, ServerError, ServerStartError
 from pytest_agentgym.results.redact import redact_text
-from pytest_agentgym.servers.health import (
+from pytest_agentgym.process.health import (
     ANY_ANSWER,
     DEFAULT_HOST,
     Advice,
@@ -50,7 +50,7 @@ from pytest_agentgym.servers.health import (
     server_url,
 )
 
-if TYPE_CHECKING:  # see servers.health: imported where a server is first probed
+if TYPE_CHECKING:  # see process.health: imported where a server is first probed
     import httpx
 
 __all__ = ["ManagedServer", "POLL_INTERVAL"]

@@ -231,3 +231,16 @@ def current_records(records: Iterable[EpisodeRecord]) -> list[EpisodeRecord]:
     for record in records:
         newest[record.key] = max(newest.get(record.key, 0), record.generation)
     return [r for r in records if r.generation == newest[r.key]]
+
+
+def outcome_of(error: ErrorInfo | None, reward: float | None, min_reward: float | None,
+               success: bool) -> str:
+    """The episode's verdict (see :data:`~pytest_agentgym.results.records.Outcome`): with a
+    ``min_reward`` the reward decides (``reward >= min_reward`` passes, below it
+    fails); without one the environment's success rule does, and an episode that
+    did not succeed is ``unsolved``, never a green pass."""
+    if error is not None:
+        return "error"
+    if min_reward is not None:
+        return "passed" if reward is not None and reward >= min_reward else "failed"
+    return "passed" if success else "unsolved"

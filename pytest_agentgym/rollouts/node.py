@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_agentgym.config.profile import NodeProfile, ProfileError
 from pytest_agentgym.envs.spec import EnvSpec
+from pytest_agentgym.run.requests import RequestRules
 
 
-class NodeError(ValueError):
-    """A node profile the service cannot use; the message names the file and the fix."""
+#: The error of a node profile the service cannot use (the one loader's).
+NodeError = ProfileError
 
 
 @dataclass(frozen=True)
@@ -42,60 +44,50 @@ class RolloutNode:
     episode_retries: int = 1
     nats: str | None = None
     create_stream: bool = False
+    #: the profile as the one loader read it (config/profile.py)
+    node: NodeProfile = None  # type: ignore[assignment]
 
     @classmethod
     def load(cls, node: str, rootdir: Path, *, concurrency: int | None = None,
              nats: str | None = None) -> "RolloutNode":
         """The node profile ``node`` as a pytest run on it sees it; ``concurrency`` and
         ``nats`` replace the profile's. Raises :class:`NodeError`."""
-        import pytest
+        from pytest_agentgym.model.endpoint_settings import EndpointConfigError
 
-        from pytest_agentgym.model.endpoint_settings import EndpointConfigError, ModelSettings
-        from pytest_agentgym.config.settings import find_node_file, load_env_specs, load_profile
-
+        loaded = NodeProfile.load(node, rootdir, flag="--node")
         try:
-            path = find_node_file(node, rootdir)
-            profile = load_profile(path)
-            specs = load_env_specs(rootdir, profile, path)
-            model = ModelSettings.from_profile(profile, where=str(path))
-        except pytest.UsageError as exc:
-            raise NodeError(str(exc).replace("--agentgym-node", "--node")) from None
+            model = loaded.model_settings()
         except EndpointConfigError as exc:
             raise NodeError(str(exc)) from None
-        limits = profile.get("limits") or {}
-        envs = profile.get("envs") or {}
-        nats_section = profile.get("nats") or {}
-        servers = envs.get("servers", "spawn")
-        if servers not in ("attach", "spawn", "auto"):
-            raise NodeError(f"{path}: envs.servers is {servers!r}; use attach, spawn or auto")
-        limit = concurrency if concurrency is not None else limits.get("concurrency", 1)
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise NodeError(f"{path}: limits.concurrency must be a whole number >= 1, got {limit!r}")
+        if concurrency is not None and (isinstance(concurrency, bool) or concurrency < 1):
+            raise NodeError(f"--concurrency must be a whole number >= 1, got {concurrency!r}")
         sampling = {k: v for k, v in dataclasses.asdict(model.sampling).items() if v is not None}
         return cls(
-            name=str(profile.get("name", node)), file=path, profile=profile, specs=specs,
-            skip=tuple(envs.get("skip") or ()), servers_mode=servers, concurrency=limit,
-            max_rounds=limits.get("max_rounds"), episode_timeout=float(limits.get("episode_timeout", 300)),
+            name=loaded.name, file=loaded.file, profile=loaded.raw, specs=loaded.specs, skip=loaded.skip,
+            servers_mode=loaded.servers_mode, concurrency=concurrency or loaded.concurrency,
+            max_rounds=loaded.max_rounds, episode_timeout=loaded.episode_timeout,
             sampling=sampling, request_timeout=model.request_timeout, model_retries=model.retries,
-            nats=nats if nats is not None else nats_section.get("url"),
-            create_stream=bool(nats_section.get("create_stream", False)),
+            nats=nats if nats is not None else loaded.nats_url, create_stream=loaded.create_stream,
+            node=loaded,
         )
 
     def served(self) -> list[str]:
         """The environments a batch may name on this node (configured and not skipped)."""
-        skipped = {s.lower() for s in self.skip}
-        return [name for name in self.specs if name.lower() not in skipped]
+        return self.node.served()
 
     def spec(self, name: str) -> EnvSpec | None:
         """The served environment called ``name`` (any case), or None."""
-        for known in self.served():
-            if known.lower() == name.lower():
-                return self.specs[known]
-        return None
+        return self.node.spec(name)
 
     def skipped(self, name: str) -> bool:
-        return name.lower() in {s.lower() for s in self.skip}
+        return self.node.skipped(name)
+
+    def rules(self, run_id: str = "") -> RequestRules:
+        """How a rollout's limits are decided on this node: as a pytest run's (run/requests.py);
+        a batch's sampling is its own (rollouts/request.py), so the node adds none here."""
+        return RequestRules(run_id=run_id, node=self.name, node_max_rounds=self.max_rounds,
+                            node_episode_timeout=self.episode_timeout, retries=self.episode_retries)
 
     def rounds_for(self, spec: EnvSpec) -> int:
         """Rounds when a batch gives no ``max_round``: as a pytest run on this node."""
-        return min(spec.max_rounds, self.max_rounds or spec.max_rounds)
+        return self.rules().rounds(spec)

@@ -26,14 +26,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pytest_agentgym.engine.runner import Engine
+from pytest_agentgym.engine.runner import Engine  # the type of the engines kept per endpoint
 from pytest_agentgym.envs import adapter_class
 from pytest_agentgym.envs.base import EnvAdapter
-from pytest_agentgym.engine.episode import EpisodeLimits, EpisodeRequest
+from pytest_agentgym.engine.episode import EpisodeRequest
 from pytest_agentgym.results.ledger import RunLedger, final_status, git_commit
 from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo, RunInfo
 from pytest_agentgym.rollouts.answer import rollout_answer, without_token_data
 from pytest_agentgym.rollouts.node import RolloutNode
+from pytest_agentgym.run import factory
+from pytest_agentgym.run.requests import build
 from pytest_agentgym.rollouts.request import RolloutBatch
 
 log = logging.getLogger("pytest_agentgym.rollouts")
@@ -166,8 +168,8 @@ class RolloutService:
 
     def ensure_env(self, name: str) -> ErrorInfo | None:
         """Start or attach to ``name``'s server (blocking; once); its error if it cannot be had."""
-        from pytest_agentgym.servers.pool import ServerPool
-        from pytest_agentgym.process.managed import ServerError
+        from pytest_agentgym.process.errors import ServerError
+        from pytest_agentgym.run import factory
 
         with self._env_lock:
             if name not in self.adapters:
@@ -175,11 +177,7 @@ class RolloutService:
             if name in self.env_urls:
                 return None
             if self._pool is None:
-                specs = dict(self.node.specs)
-                if self.node.servers_mode == "attach":
-                    specs = {n: s if s.url else s.with_overrides(url=s.default_url()) for n, s in specs.items()}
-                self._pool = ServerPool(specs, log_dir=self.ledger.run_dir.logs,
-                                        attach_running=self.node.servers_mode == "auto")
+                self._pool = factory.server_pool(self.node.specs, self.node.servers_mode, self.ledger.run_dir.logs)
             try:
                 self.env_urls[name] = self._pool.start(name).url
             except (ServerError, OSError) as exc:
@@ -205,15 +203,11 @@ class RolloutService:
         node, api_key_env = self.node, self.api_key_env
 
         def model_factory() -> Any:
-            from pytest_agentgym.model.client import EndpointClient, RetryPolicy, Sampling
-            from pytest_agentgym.run.services import ModelAdapter
+            return factory.model(base_url, model, api_key_env=api_key_env, request_timeout=node.request_timeout,
+                                 retries=node.model_retries)
 
-            client = EndpointClient(base_url, model, api_key_env=api_key_env, request_timeout=node.request_timeout,
-                                    retry=RetryPolicy(retries=node.model_retries))
-            return ModelAdapter(client, Sampling())
-
-        return Engine(concurrency=node.concurrency, model_factory=model_factory, adapters=self.adapters,
-                      env_urls=self.env_urls, before_retry=self._before_retry, on_finished=self._record)
+        return factory.engine(concurrency=node.concurrency, model_factory=model_factory, adapters=self.adapters,
+                              env_urls=self.env_urls, before_retry=self._before_retry, on_finished=self._record)
 
     def _record(self, record: EpisodeRecord) -> None:
         """Engine thread: keep the rollout in the run directory and publish it."""
@@ -247,14 +241,14 @@ class RolloutService:
         error = self.ensure_env(name)
         adapter = self.adapters[name]
         engine = None if error is not None else self.engine_for(batch.base_url, batch.model)
-        limits = EpisodeLimits(max_rounds=batch.max_rounds, timeout_s=self.node.episode_timeout,
-                               retries=self.node.episode_retries)
+        rules = self.node.rules(self.run_id)
+        rounds, budget = rules.rounds(batch.spec, batch.max_rounds), rules.timeout()
         pending = []
         for task in batch.ids:
             for sample in range(batch.n):
-                request = EpisodeRequest(run_id=self.run_id, spec=batch.spec, task_index=task,
-                                         repeat=self._repeat(name, task), limits=limits, node=self.node.name,
-                                         sampling=batch.sampling_for(sample))
+                request = build(run_id=self.run_id, spec=batch.spec, task_index=task,
+                                repeat=self._repeat(name, task), max_rounds=rounds, timeout_s=budget,
+                                retries=rules.retries, node=self.node.name, sampling=batch.sampling_for(sample))
                 if engine is not None:
                     key = f"rollout-{next(self._keys)}"
                     future = engine.submit(key, request)

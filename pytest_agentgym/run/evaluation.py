@@ -25,11 +25,13 @@ from typing import TYPE_CHECKING, Any, Sequence
 from pytest_agentgym.results.aggregate import EnvSummary
 from pytest_agentgym.envs import adapter_class
 from pytest_agentgym.results.gates import GateVerdict
-from pytest_agentgym.results.ledger import LedgerError, RunLedger, final_status, git_commit, settings_snapshot
+from pytest_agentgym.results.ledger import LedgerError, RunLedger, final_status
 from pytest_agentgym.run.services import RunResources
 from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo, RunInfo
 from pytest_agentgym.results.store import RunDir, point_latest
-from pytest_agentgym.run.plans import EnvPlan, baseline_verdicts, judge, max_rounds_for, plan_for
+from pytest_agentgym.run import checks, ending, opening
+from pytest_agentgym.run.plans import EnvPlan, baseline_verdicts, judge, plan_for
+from pytest_agentgym.run.requests import RequestRules
 from pytest_agentgym.run.plans import counts as run_counts
 
 if TYPE_CHECKING:  # the environment client (httpx, jinja2) is imported after warm_up
@@ -68,6 +70,7 @@ class EvaluationRun:
         self.start_notices: list = []
         self.abort_reason: str | None = None
         self._adapters: dict[str, EnvAdapter] = {}
+        self._rules: RequestRules | None = None
         self._began = False
         self._finished = False
         self._failed_futures: dict[str, concurrent.futures.Future[EpisodeRecord]] = {}
@@ -96,7 +99,7 @@ class EvaluationRun:
         return self.resources.model_settings()
 
     def header_lines(self, probe: bool) -> list[str]:
-        from pytest_agentgym.plugin.terminal import header_lines
+        from pytest_agentgym.run.terminal import header_lines
 
         return header_lines(self, probe and self.has_suites)
 
@@ -106,7 +109,7 @@ class EvaluationRun:
         imports and collects; the first episode waits for the slowest process, not the
         sum. Nothing is launched when those paths hold no suite (the plugin is
         installed, but this run is of other tests)."""
-        from pytest_agentgym.plugin.collect import suites_under
+        from pytest_agentgym.config.suites import suites_under
 
         try:
             paths = [str(a) for a in self.config.args] if self.config is not None else []
@@ -124,7 +127,7 @@ class EvaluationRun:
             self.resources.spawn_endpoint_ahead()
 
     def sampling_lines(self) -> list[str]:
-        from pytest_agentgym.plugin.terminal import sampling_lines
+        from pytest_agentgym.run.terminal import sampling_lines
 
         return sampling_lines(self)
 
@@ -138,9 +141,9 @@ class EvaluationRun:
 
     def start_for_paths(self, paths: Sequence[str]) -> None:
         """xdist controller: start what the suites under ``paths`` need, before workers start."""
-        from pytest_agentgym.plugin.collect import suites_under
+        from pytest_agentgym.config.suites import suites_under
 
-        from pytest_agentgym.plugin.collect import episodes
+        from pytest_agentgym.config.suites import episodes
 
         for suite in suites_under(list(paths), self.settings):
             self.plan_suite(suite, self._node_path(suite.path))
@@ -181,45 +184,24 @@ class EvaluationRun:
                                         on_finished=self._episode_finished, kept=self.ledger.kept)
 
     def _open_records(self, chosen: Any, env_names: Sequence[str]) -> None:
-        from pytest_agentgym.results import fingerprint
-        from pytest_agentgym.results.redact import redact_url
-
         s, resources = self.settings, self.resources
-        envs = {}
-        for name in env_names:
-            plan = self.plans.get(name) or EnvPlan(max_rounds=s.spec(name).max_rounds)
-            envs[name] = {"max_rounds": plan.max_rounds,
-                          "sampling": resources.effective_sampling(plan.sampling),
-                          "prompt_sha256": self._adapters[name].prompt_sha256,
-                          "server": resources.server_identities.get(name)}
-        fp = fingerprint.build(model=chosen.model if chosen else "none",
-                               endpoint_kind=chosen.kind if chosen else "none",
-                               checkpoint=s.checkpoint, envs=envs)
+        fp = opening.run_fingerprint(s, chosen, env_names, self.plans, self.rules, self._adapters,
+                                     resources.server_identities)
         if resources.fleet is not None:  # a queue run: the workers' endpoint kind; every work item carries fp
             fp = resources.fleet.adopt_fingerprint(fp)
-        if self.ledger.resuming:
-            diffs = fingerprint.differences(self.ledger.previous.fingerprint, fp)
-            if diffs:
-                resources.stop()
-                raise LedgerError(
-                    f"cannot resume run {s.run_id} ({self.run_dir.path}): these settings change what an "
-                    f"episode means and differ from the run's:\n  - " + "\n  - ".join(diffs)
-                    + "\nrestore them (see the run's run.json, 'command' and 'fingerprint'), or start a "
-                      "new run without --agentgym-resume")
-        baseline_note = self._check_baseline(fp, env_names)
+        planned = set(self.selection) if self.selection is not None else self.planned_keys  # a shard: all of it
+        try:
+            checks.resumable(self.ledger, fp, s.run_id)
+            baseline_note = checks.comparable_with_baseline(s, fp, env_names, planned)
+        except LedgerError:
+            resources.stop()
+            raise
         setup_note = (f"no model endpoint: {resources.setup_error.message}",) if chosen is None else ()
-        info = RunInfo(
-            run_id=s.run_id, started_at=_now(), node=s.node,
-            model=chosen.model if chosen else "none",
-            endpoint=redact_url(chosen.base_url) if chosen else "none",
-            endpoint_kind=chosen.kind if chosen else "none", environments=tuple(env_names),
-            command=s.command, seed=s.seed, checkpoint=s.checkpoint,
-            settings=settings_snapshot(s), versions=resources.versions(),
-            git_commit=git_commit(), baseline=s.baseline, fingerprint=fp,
-            notes=(tuple(chosen.notes) if chosen else setup_note) + baseline_note,
-        )
+        info = opening.run_info(s, chosen, env_names, fp, resources.versions(),
+                                (tuple(chosen.notes) if chosen else setup_note) + baseline_note)
         if s.shard is not None:
-            info = dataclasses.replace(info, shard=self._shard_record())
+            info = dataclasses.replace(info, shard=checks.shard_record(s, self.plans, self.selection,
+                                                                       self.planned_keys))
         info = self.ledger.begin(info)
         if s.shard is None:  # a shard is not the run; its merge is
             point_latest(self.run_dir.path.parent, s.run_id)
@@ -234,66 +216,24 @@ class EvaluationRun:
 
             resources.publisher.publish(field_status(info, "started", {}))
 
-    def _shard_record(self) -> dict[str, Any]:
-        """run.json's ``shard``: this slice, the whole selection and the suites' plans."""
-        from pytest_agentgym.run import shards
-        from pytest_agentgym.run.plans import plan_record, reward_ranges
-
-        costs = self.selection if self.selection is not None else {
-            key: self.plans[key[0]].max_rounds for key in self.planned_keys}
-        ranges = reward_ranges(self.settings)
-        return shards.shard_record(self.settings.shard, costs,
-                                   {env: plan_record(plan, ranges.get(env)) for env, plan in self.plans.items()})
-
-    def _check_baseline(self, fp: dict[str, Any], env_names: Sequence[str]) -> tuple[str, ...]:
-        """Before any episode: refuse a baseline run whose settings make its episodes
-        incomparable with this run's (task sets, rounds, sampling, prompts, servers,
-        harness version), unless --agentgym-allow-mismatch; then a note lists them."""
-        s = self.settings
-        planned = set(self.selection) if self.selection is not None else self.planned_keys  # a shard: all of it
-        if not s.baseline or not planned:
-            return ()
-        from pytest_agentgym import __version__
-        from pytest_agentgym.compare import CompareError, settings_differences
-        from pytest_agentgym.compare.runs import load_run
-
-        try:
-            base = load_run(s.baseline, "baseline")
-        except CompareError as exc:
-            self.resources.stop()
-            raise LedgerError(f"--agentgym-baseline: {exc}") from None
-        names = set(env_names) & {key[0] for key in base.keys}
-        base_fp = {**base.info.fingerprint,
-                   "envs": {n: v for n, v in (base.info.fingerprint.get("envs") or {}).items() if n in names}}
-        diffs = settings_differences(
-            dataclasses.replace(base.info, fingerprint=base_fp), {k for k in base.keys if k[0] in names},
-            {**fp, "envs": {n: v for n, v in fp["envs"].items() if n in names}},
-            {k for k in planned if k[0] in names}, __version__)
-        if diffs and not s.allow_mismatch:
-            self.resources.stop()
-            raise LedgerError(
-                f"--agentgym-baseline={s.baseline}: this run would not measure what the baseline measured:\n  - "
-                + "\n  - ".join(diffs) + "\nrun with the baseline's settings (its run.json has them), or "
-                "compare anyway with --agentgym-allow-mismatch (the verdicts then list these differences)")
-        return (f"compared with baseline {s.baseline} despite: " + "; ".join(diffs),) if diffs else ()
-
     def worker_input(self) -> dict[str, Any]:
         return {**self.resources.worker_input(self.run_dir.path),
                 "agentgym_generation": self.ledger.generation}
 
     # -- episodes -----------------------------------------------------------------------
 
-    def request_for(self, item: Any) -> EpisodeRequest:
-        from pytest_agentgym.engine.episode import EpisodeLimits, EpisodeRequest
+    @property
+    def rules(self) -> RequestRules:
+        """How this run makes an episode request (run/requests.py: the one builder)."""
+        if self._rules is None:
+            self._rules = RequestRules.of(self.settings, self.resources.node_sampling())
+        return self._rules
 
-        s, suite = self.settings, item.suite
-        timeout = s.episode_timeout or suite.episode_timeout or s.node_episode_timeout
-        return EpisodeRequest(
-            run_id=s.run_id, spec=s.spec(suite.environment), task_index=item.task_index, repeat=item.repeat,
-            limits=EpisodeLimits(max_rounds=max_rounds_for(suite, s), timeout_s=timeout, retries=s.retries),
-            min_reward=suite.min_reward, nodeid=item.nodeid, node=s.node, checkpoint=s.checkpoint,
-            sampling=self.resources.effective_sampling(dict(suite.sampling)),
-        )
+    def request_for(self, item: Any) -> EpisodeRequest:
+        suite = item.suite
+        return self.rules.request(self.settings.spec(suite.environment), item.task_index, item.repeat,
+                                  max_rounds=suite.max_rounds, episode_timeout=suite.episode_timeout,
+                                  sampling=suite.sampling, min_reward=suite.min_reward, nodeid=item.nodeid)
 
     def kept_record(self, item: Any) -> EpisodeRecord | None:
         """The scored record an earlier generation of a resumed run left for ``item``."""
@@ -362,8 +302,6 @@ class EvaluationRun:
              episode_timeout: float | None, sampling: dict[str, Any], min_reward: float | None,
              nodeid: str) -> EpisodeRecord:
         """One episode for the ``agentgym_episode`` fixture; blocks until it ends."""
-        from pytest_agentgym.engine.episode import EpisodeLimits, EpisodeRequest
-
         s = self.settings
         try:
             spec = s.spec(env)
@@ -372,15 +310,9 @@ class EvaluationRun:
         if not self._began:
             self._begin([spec.name])
         self._ensure_env(spec.name)
-        rounds = max_rounds or min(spec.max_rounds, s.node_max_rounds or spec.max_rounds)
-        request = EpisodeRequest(
-            run_id=s.run_id, spec=spec, task_index=task_index, repeat=repeat,
-            limits=EpisodeLimits(max_rounds=s.max_rounds or rounds,
-                                 timeout_s=s.episode_timeout or episode_timeout or s.node_episode_timeout,
-                                 retries=s.retries),
-            min_reward=min_reward, nodeid=nodeid, node=s.node, checkpoint=s.checkpoint,
-            sampling=self.resources.effective_sampling(dict(sampling)),
-        )
+        request = self.rules.request(spec, task_index, repeat, max_rounds=max_rounds,
+                                     episode_timeout=episode_timeout, sampling=sampling, min_reward=min_reward,
+                                     nodeid=nodeid)
         try:
             record = self.submit(key, request).result()
         finally:
@@ -422,18 +354,11 @@ class EvaluationRun:
     def record_crash(self, nodeid: str, message: str) -> EpisodeRecord | None:
         """Controller: the xdist worker running ``nodeid`` died; write its episode's
         error record (``harness:WorkerCrashed``). None when ``nodeid`` is no episode."""
-        from pytest_agentgym.plugin.collect import parse_item_name
-
-        parsed = parse_item_name(nodeid.rsplit("::", 1)[-1])
-        if parsed is None or not self._began:
+        if not self._began:
             return None
-        env, task, repeat = parsed
-        error = ErrorInfo("WorkerCrashed", f"{message}; the episode was lost with its worker (see the "
-                          f"worker's output above); resume the run to play it again", "harness")
-        record = EpisodeRecord.errored(
-            self.settings.run_id, env, task, repeat, error, started_at=_now(), nodeid=nodeid,
-            model=self.info.model if self.info else "none", node=self.settings.node,
-            checkpoint=self.settings.checkpoint)
+        record = ending.crash_record(self.settings, self.info, nodeid, message)
+        if record is None:
+            return None
         try:
             return self._episode_finished(record)
         except OSError:
@@ -485,37 +410,19 @@ class EvaluationRun:
             self.ledger.write(info)
         except OSError as exc:
             self.abort_reason = self.abort_reason or f"run.json could not be written: {exc}"
-        self._publish_end(counts)
+        if self.resources.publisher is not None:
+            ending.publish_end(self.resources.publisher, self.settings, self.info, self.summaries, self.verdicts,
+                               self.status, counts)
+            self.publish_stats = self.resources.close_publisher(timeout=5.0)
         if not self.settings.no_report:
-            self._write_report()
+            # the comparison made at the end, so the report does not make it again
+            self.report_path, self.report_error = ending.write_report(
+                self.run_dir.path, self.comparisons[0] if len(self.comparisons) == 1 else None)
         if self.hook is not None:
             self.hook.pytest_agentgym_run_finished(config=self.config, summaries=self.summaries,
                                                    verdicts=self.verdicts)
         self.resources.stop()
         return [v for v in self.verdicts if not v.passed]
-
-    def _publish_end(self, counts: dict[str, int]) -> None:
-        publisher = self.resources.publisher
-        if publisher is None:
-            return
-        from pytest_agentgym.results.events import batch_completed, field_status
-
-        for env, summary in self.summaries.items() if self.settings.shard is None else ():
-            publisher.publish(batch_completed(
-                self.settings.run_id, summary, [v for v in self.verdicts if v.env == env],
-                node=self.settings.node, model=self.info.model, checkpoint=self.settings.checkpoint))
-        publisher.publish(field_status(self.info, self.status, counts))
-        self.publish_stats = self.resources.close_publisher(timeout=5.0)
-
-    def _write_report(self) -> None:
-        from pytest_agentgym.report.render import render_run_dir
-
-        try:
-            # the comparison made at the end, so the report does not make it again
-            comparison = self.comparisons[0] if len(self.comparisons) == 1 else None
-            self.report_path = render_run_dir(self.run_dir.path, comparison=comparison)
-        except Exception as exc:  # noqa: BLE001 - the results are safe; say what went wrong
-            self.report_error = f"{type(exc).__name__}: {exc}"
 
     def shutdown(self) -> None:
         """Last resort at unconfigure: nothing may outlive the run."""
@@ -532,7 +439,7 @@ class EvaluationRun:
         return bool(self.settings.baseline) or any(plan.asserts for plan in self.plans.values())
 
     def summary_lines(self) -> list[tuple[str, dict[str, bool]]]:
-        from pytest_agentgym.plugin.terminal import summary_lines
+        from pytest_agentgym.run.terminal import summary_lines
 
         return summary_lines(self) if self._finished else []
 

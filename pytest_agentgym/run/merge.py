@@ -32,7 +32,7 @@ from typing import Any, Iterable, Sequence
 from pytest_agentgym.results import fingerprint
 
 from pytest_agentgym.run import shards
-from pytest_agentgym.compare.settings_check import describe_keys
+from pytest_agentgym.config.tasks import describe_keys
 from pytest_agentgym.results.gates import GateVerdict
 from pytest_agentgym.results.records import EpisodeRecord, RunInfo, current_records
 from pytest_agentgym.results.store import RunDir
@@ -347,7 +347,7 @@ def merge_command(paths: Sequence[str], out: str, *, baseline: str | None, repor
     """``pytest-agentgym merge``: exit 0 all gates passed, 1 a gate did not, 2 the shards cannot be merged."""
     import sys
 
-    from pytest_agentgym.plugin.terminal import summary_table
+    from pytest_agentgym.run.terminal import summary_table
 
     try:
         merged = merge(paths, out, baseline=baseline, report=report)

@@ -35,12 +35,11 @@ class EnvPlan:
 
 
 def max_rounds_for(suite: Any, settings: Any) -> int:
-    """Rounds per episode: --agentgym-max-rounds, else the suite's or the environment's,
-    capped by the node's limit."""
-    if settings.max_rounds is not None:
-        return settings.max_rounds
-    rounds = suite.max_rounds or settings.spec(suite.environment).max_rounds
-    return min(rounds, settings.node_max_rounds) if settings.node_max_rounds else rounds
+    """Rounds per episode of ``suite``: the one rule of run/requests.py (--agentgym-max-rounds,
+    else the suite's or the environment's, capped by the node's limit)."""
+    from pytest_agentgym.run.requests import RequestRules
+
+    return RequestRules.of(settings, {}).rounds(settings.spec(suite.environment), suite.max_rounds)
 
 
 def plan_for(suite: Any, settings: Any, gate_path: str) -> EnvPlan:

@@ -13,49 +13,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo
 
-if TYPE_CHECKING:  # episode brings the environment client (httpx, jinja2): a run
-    # spawns its servers (warm_up) before it imports that
-    from pytest_agentgym.engine.episode import Completion
-
-
-class ModelAdapter:
-    """Gives the episode loop the ``ChatModel`` it expects, over an EndpointClient.
-
-    The request's ``sampling`` is the effective sampling of its episode
-    (:meth:`RunResources.effective_sampling`), sent as it is."""
-
-    def __init__(self, client: Any, base_sampling: Any) -> None:
-        from pytest_agentgym.engine.episode import Completion
-
-        self._completion = Completion
-        self._client = client
-        self._base = base_sampling
-        self.name = client.model
-        self.base_url = client.base_url  # named in a first-round timeout
-        self.api_key_env = getattr(client, "api_key_env", None)  # for a verifiers rollout's own client
-        self._cache: dict[tuple, Any] = {}
-
-    def _sampling(self, overrides: dict[str, Any]) -> Any:
-        key = tuple(sorted((k, str(v)) for k, v in overrides.items()))
-        if key not in self._cache:
-            from pytest_agentgym.model.client import Sampling
-
-            base = {k: v for k, v in dataclasses.asdict(self._base).items() if v is not None}
-            self._cache[key] = Sampling.from_mapping({**base, **overrides}, where="sampling")
-        return self._cache[key]
-
-    async def complete(self, messages: Sequence[dict[str, str]], *, budget_s: float,
-                       sampling: dict[str, Any]) -> Completion:
-        reply = await self._client.chat(messages, sampling=self._sampling(sampling), budget=budget_s)
-        return self._completion(reply.text, reply.latency_s, reply.prompt_tokens, reply.completion_tokens,
-                                reply.token_data)
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
 
 
 def _import_model_client() -> None:
@@ -135,12 +96,6 @@ class RunResources:
             return dict(self.worker["agentgym_sampling"])
         sampling = self.model_settings().sampling
         return {k: v for k, v in dataclasses.asdict(sampling).items() if v is not None}
-
-    def effective_sampling(self, suite_sampling: dict[str, Any]) -> dict[str, Any]:
-        """What an episode sends: the suite's sampling, then the node's over it (the
-        node is where the model's recommended sampling lives), then
-        ``--agentgym-sampling`` over both. See docs/suites.md."""
-        return {**suite_sampling, **self.node_sampling(), **(self.settings.sampling or {})}
 
     def ensure_endpoint(self) -> Any:
         if self._chosen is None:
@@ -229,16 +184,9 @@ class RunResources:
 
     def _server_pool(self) -> Any:
         if self._pool is None:
-            from pytest_agentgym.servers.pool import ServerPool
+            from pytest_agentgym.run import factory
 
-            s = self.settings
-            specs = dict(s.env_specs)
-            if s.servers_mode == "attach":
-                specs = {n: sp if sp.url else sp.with_overrides(url=sp.default_url()) for n, sp in specs.items()}
-            self.log_dir.mkdir(parents=True, exist_ok=True)
-            # spawn: always fresh servers on free ports; auto: attach to what answers on
-            # the configured port, spawn the rest; attach: every URL must already answer.
-            self._pool = ServerPool(specs, log_dir=self.log_dir, attach_running=s.servers_mode == "auto")
+            self._pool = factory.server_pool(self.settings.env_specs, self.settings.servers_mode, self.log_dir)
         return self._pool
 
     def start_all(self, env_names: Sequence[str]) -> Any:
@@ -305,21 +253,22 @@ class RunResources:
         ms = self.model_settings() if self.worker is None else None
         worker = self.worker
 
-        def model_factory() -> ModelAdapter:
-            from pytest_agentgym.model.client import EndpointClient, RetryPolicy, Sampling
+        def model_factory() -> Any:
+            from pytest_agentgym.run import factory
 
             if ms is not None:
-                return ModelAdapter(ms.client(chosen), ms.sampling)
-            sampling = Sampling.from_mapping(worker["agentgym_sampling"])
-            client = EndpointClient(chosen.base_url, chosen.model, api_key_env=worker["agentgym_api_key_env"],
-                                    sampling=sampling, request_timeout=worker["agentgym_request_timeout"],
-                                    retry=RetryPolicy(retries=worker["agentgym_model_retries"]))
-            return ModelAdapter(client, sampling)
+                return factory.model(chosen.base_url, chosen.model, api_key_env=ms.key_env(chosen.config),
+                                     sampling=ms.sampling, request_timeout=ms.request_timeout, retries=ms.retries)
+            return factory.model(chosen.base_url, chosen.model, api_key_env=worker["agentgym_api_key_env"],
+                                 sampling=worker["agentgym_sampling"],
+                                 request_timeout=worker["agentgym_request_timeout"],
+                                 retries=worker["agentgym_model_retries"])
 
-        from pytest_agentgym.engine.runner import Engine
+        from pytest_agentgym.run import factory
 
-        self.engine = Engine(concurrency=concurrency, model_factory=model_factory, adapters=adapters,
-                             env_urls=self.env_urls, before_retry=self.before_retry, on_finished=on_finished)
+        self.engine = factory.engine(concurrency=concurrency, model_factory=model_factory, adapters=adapters,
+                                     env_urls=self.env_urls, before_retry=self.before_retry,
+                                     on_finished=on_finished)
 
     # -- events --------------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """Start, watch, restart and stop servers: the public names in one place.
 
 The work is done in :mod:`pytest_agentgym.process.managed` (one server:
-spawn, death signal, stop), :mod:`pytest_agentgym.servers.health` (ports,
+spawn, death signal, stop), :mod:`pytest_agentgym.process.health` (ports,
 health probes, commands, messages) and :mod:`pytest_agentgym.servers.pool`
 (which server each environment gets, and the pool that starts them). This
 module re-exports their public names, so ``from
@@ -10,7 +10,7 @@ pytest_agentgym.servers.lifecycle import ServerPool`` keeps working.
 
 from __future__ import annotations
 
-from pytest_agentgym.servers.health import (
+from pytest_agentgym.process.health import (
     ANY_ANSWER,
     DEFAULT_HOST,
     HEALTH_ENDPOINT,

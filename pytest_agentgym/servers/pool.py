@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Literal, Mapping
 
 from pytest_agentgym.envs.spec import EnvSpec
-from pytest_agentgym.servers.health import DEFAULT_HOST, build_argv, describe_exit, free_port, probe, probe_client
+from pytest_agentgym.process.health import DEFAULT_HOST, build_argv, describe_exit, free_port, probe, probe_client
 from pytest_agentgym.process.children import in_parallel
 from pytest_agentgym.process.errors import ServerCommandError, ServerError, ServerStartError
 from pytest_agentgym.process.managed import ManagedServer

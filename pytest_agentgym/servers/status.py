@@ -1,4 +1,5 @@
-"""`pytest-agentgym envs`: every configured environment, where its server is, and its health.
+"""Where each environment's server is and its health (the table of `pytest-agentgym envs`,
+cli/envs.py, and of --agentgym-list-envs).
 
 Health is one of:
 
@@ -8,10 +9,9 @@ Health is one of:
 * ``down``: the run could not have it (the detail says what to do);
 * ``skipped``: the node profile's ``envs.skip`` lists it; not probed.
 
-With ``--node NAME|PATH`` the listing is the node profile's view, resolved like
-the plugin resolves ``--agentgym-node`` (the current directory as the rootdir):
-its ``envs.overrides``, its skip list, and its servers mode, which decides what
-a run does with an environment that has no ``url``:
+A node profile's view of them (``pytest-agentgym envs --node``) takes its
+``envs.overrides``, its skip list, and its servers mode, which decides what a
+run does with an environment that has no ``url``:
 
 * ``auto``: attach to what answers on the configured port, else spawn;
 * ``spawn``: always a fresh server on a free port (the configured port is not probed);
@@ -23,24 +23,18 @@ listing takes about ``timeout`` seconds however many environments there are.
 
 from __future__ import annotations
 
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Collection, Literal, Mapping, TextIO
 
-from pytest_agentgym.envs.spec import EnvConfigError, EnvSpec, load_default_specs, load_specs
+from pytest_agentgym.envs.spec import EnvSpec
+from pytest_agentgym.servers.modes import SERVERS_MODES
 from pytest_agentgym.servers.pool import plan_server
-from pytest_agentgym.servers.health import probe
+from pytest_agentgym.process.health import probe
 
 Health = Literal["up", "spawnable", "down", "skipped"]
 HEALTHS: tuple[Health, ...] = ("up", "spawnable", "down", "skipped")
 #: What a run does with an environment that has no url, per node ``envs.servers``.
-SERVERS_MODES = {
-    "auto": "attach to what answers on the configured port, spawn the rest",
-    "spawn": "start every server fresh on a free port",
-    "attach": "every server must already answer on its configured port",
-}
 
 
 @dataclass(frozen=True)
@@ -50,39 +44,6 @@ class EnvStatus:
     url: str
     health: Health
     detail: str
-
-
-@dataclass(frozen=True)
-class NodeView:
-    """What a node profile says about the environment servers."""
-
-    name: str
-    file: Path
-    specs: dict[str, EnvSpec]
-    servers: str  # auto | spawn | attach
-    skip: tuple[str, ...]
-
-    def describe(self) -> str:
-        line = f"node {self.name} ({self.file}): servers {self.servers} ({SERVERS_MODES[self.servers]})"
-        return line + (f"; skips {', '.join(self.skip)}" if self.skip else "")
-
-
-def load_node(node: str, rootdir: Path) -> NodeView:
-    """The node profile ``node`` (a name or a YAML path) as the plugin resolves it.
-    Raises ``pytest.UsageError`` (unknown node, bad profile) naming the fix."""
-    import pytest
-
-    from pytest_agentgym.config.settings import find_node_file, load_env_specs, load_profile
-
-    path = find_node_file(node, rootdir)
-    profile = load_profile(path)
-    specs = load_env_specs(rootdir, profile, path)
-    envs = profile.get("envs") or {}
-    servers = envs.get("servers", "spawn")
-    if servers not in SERVERS_MODES:
-        raise pytest.UsageError(f"{path}: envs.servers is {servers!r}; use one of "
-                                + ", ".join(f"{m!r} ({why})" for m, why in SERVERS_MODES.items()))
-    return NodeView(str(profile.get("name", node)), path, specs, servers, tuple(envs.get("skip") or ()))
 
 
 def check(spec: EnvSpec, host: str, timeout: float, servers: str = "auto") -> EnvStatus:
@@ -138,37 +99,3 @@ def render(statuses: list[EnvStatus], out: TextIO) -> None:
     for row in rows:
         cells = [row[i].ljust(widths[i]) for i in range(4)] + [row[4]]
         out.write("  ".join(cells).rstrip() + "\n")
-
-
-def main(config: str | None, host: str, timeout: float, out: TextIO | None = None,
-         node: str | None = None, rootdir: Path | None = None) -> int:
-    """Print the table; 0 when it could be made, 2 when the configuration is bad.
-    ``node``: list what that node profile sees (resolved from ``rootdir``, default the
-    current directory) instead of ``config`` or the shipped envs.yaml."""
-    out = out or sys.stdout
-    if timeout <= 0:
-        print(f"pytest-agentgym envs: --timeout must be positive, got {timeout:g}", file=sys.stderr)
-        return 2
-    if node is not None:
-        import pytest
-
-        try:
-            view = load_node(node, rootdir or Path.cwd())
-        except pytest.UsageError as exc:
-            reason = str(exc).removeprefix(f"--agentgym-node={node}: ")
-            print(f"pytest-agentgym envs --node {node}: {reason}", file=sys.stderr)
-            return 2
-        out.write(view.describe() + "\n")
-        statuses = check_all(view.specs, host, timeout, view.servers, view.skip)
-    else:
-        try:
-            specs = load_specs(config) if config else load_default_specs()
-        except EnvConfigError as exc:
-            print(f"pytest-agentgym envs: {exc}", file=sys.stderr)
-            return 2
-        statuses = check_all(specs, host, timeout)
-    render(statuses, out)
-    counts = [f"{sum(s.health == h for s in statuses)} {h}" for h in HEALTHS
-              if h != "skipped" or node is not None]
-    out.write("\n" + ", ".join(counts) + "\n")
-    return 0

@@ -48,7 +48,7 @@ from pytest_agentgym.queue.wire import (HEARTBEAT_SUBJECT, MSG_ID_HEADER, Heartb
 from pytest_agentgym.results.fingerprint import episode_differences
 from pytest_agentgym.results.records import EpisodeRecord
 
-log = logging.getLogger("pytest_agentgym.queue.worker")
+log = logging.getLogger("pytest_agentgym.worker.serve")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -297,13 +297,13 @@ class Worker:
         await streams.quietly(self._nc.publish(subject, data, headers=headers or None))
 
     def _request(self, item: WorkItem) -> Any:
-        from pytest_agentgym.engine.episode import EpisodeLimits, EpisodeRequest
+        """The item's episode as the coordinator decided it (run/requests.py ``build``)."""
+        from pytest_agentgym.run.requests import build
 
-        return EpisodeRequest(
-            run_id=item.run_id, spec=self.settings.spec(item.env), task_index=item.task_index, repeat=item.repeat,
-            limits=EpisodeLimits(max_rounds=item.max_rounds, timeout_s=item.timeout_s, retries=item.retries),
-            min_reward=item.min_reward, nodeid=item.nodeid, node=self.settings.node, checkpoint=item.checkpoint,
-            sampling=dict(item.sampling))
+        return build(run_id=item.run_id, spec=self.settings.spec(item.env), task_index=item.task_index,
+                     repeat=item.repeat, max_rounds=item.max_rounds, timeout_s=item.timeout_s,
+                     retries=item.retries, sampling=item.sampling, min_reward=item.min_reward,
+                     nodeid=item.nodeid, node=self.settings.node, checkpoint=item.checkpoint)
 
     async def _keep_alive(self, msg: Any) -> None:
         """In-progress acks while the episode runs: JetStream restarts AckWait on each."""
@@ -374,14 +374,15 @@ def main(*, nats: str, node: str, concurrency: int | None, name: str | None, log
     import sys
 
     from pytest_agentgym.queue.address import QueueAddressError
-    from pytest_agentgym.queue.profile import ProfileError, worker_settings
+    from pytest_agentgym.config.profile import NodeProfile, ProfileError
+    from pytest_agentgym.config.settings import for_node
 
     name = name or default_name()
     logs = Path(log_dir or Path("reports") / "workers" / name).resolve()
     try:
         address = QueueAddress.parse(nats, where="--nats")
-        settings = worker_settings(node, rootdir=Path.cwd(), concurrency=concurrency, log_dir=logs,
-                                   command=command)
+        settings = for_node(NodeProfile.load(node, Path.cwd(), flag="--node"), concurrency=concurrency,
+                            reports=logs, command=command)
     except (QueueAddressError, ProfileError) as exc:
         print(f"pytest-agentgym worker: {exc}", file=sys.stderr)
         return 2

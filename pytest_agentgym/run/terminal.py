@@ -38,7 +38,7 @@ def header_lines(run: Any, probe: bool) -> list[str]:
     else:
         first = run.model_settings().endpoints[0]
         lines.append(f"agentgym: model endpoint {first.describe()} (not contacted)")
-    sampling = run.resources.effective_sampling({})
+    sampling = run.rules.effective_sampling({})
     lines.append("agentgym: sampling " + (show_sampling(sampling) or "endpoint defaults")
                  + " (node and --agentgym-sampling over the suites')")
     lines.append(f"agentgym: rerun with: {s.command}")
@@ -50,7 +50,7 @@ def sampling_lines(run: Any) -> list[str]:
     suite asked for that the node overrode."""
     lines = []
     for env, plan in run.plans.items():
-        effective = run.resources.effective_sampling(plan.sampling)
+        effective = run.rules.effective_sampling(plan.sampling)
         lost = {k: v for k, v in plan.sampling.items() if effective.get(k) != v}
         rounds = "its own" if run.settings.spec(env).in_process else plan.max_rounds  # a verifiers env's limits
         line = f"agentgym: {env}: max_rounds {rounds}, sampling {show_sampling(effective) or 'endpoint defaults'}"

@@ -1,0 +1,18 @@
+"""What the plugin keeps in ``config.stash`` (pytest's typed store, not private attributes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_agentgym.config.settings import Settings
+
+#: The run's settings, resolved once in pytest_configure.
+SETTINGS_KEY = pytest.StashKey[Settings]()
+#: Messages of suite files that could not be loaded (turned into one UsageError).
+SUITE_ERRORS_KEY = pytest.StashKey[list]()
+#: The run's harness (run.EvaluationRun); created in pytest_configure.
+HARNESS_KEY = pytest.StashKey[Any]()
+#: Environments the node skips -> how many episodes of theirs were not collected.
+NODE_SKIPPED_KEY = pytest.StashKey[dict]()

@@ -1,0 +1,53 @@
+"""The one place the parts of an evaluation are made: the environment servers' pool,
+the model a request is played against, and the engine that plays them.
+
+The pytest run (run/services.py), the queue worker (through the same services)
+and the rollout service (rollouts/service.py) all make them here, so a server
+pool honours ``envs.servers`` the same way and a model client gets the same
+timeouts, retries and sampling wherever an episode comes from.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from pytest_agentgym.envs.spec import EnvSpec
+
+
+def server_pool(specs: Mapping[str, EnvSpec], servers_mode: str, log_dir: Path) -> Any:
+    """A :class:`~pytest_agentgym.servers.pool.ServerPool` for a node in ``servers_mode``:
+    ``spawn`` always starts fresh servers on free ports; ``auto`` attaches to what
+    answers on the configured port and spawns the rest; ``attach`` needs every URL to
+    answer already (an environment without one gets its default URL)."""
+    from pytest_agentgym.servers.pool import ServerPool
+
+    if servers_mode == "attach":
+        specs = {n: s if s.url else s.with_overrides(url=s.default_url()) for n, s in specs.items()}
+    log_dir.mkdir(parents=True, exist_ok=True)
+    return ServerPool(dict(specs), log_dir=log_dir, attach_running=servers_mode == "auto")
+
+
+def model(base_url: str, name: str, *, api_key_env: str | None, sampling: Any = None,
+          request_timeout: float, retries: int) -> Any:
+    """The :class:`~pytest_agentgym.engine.model.ModelAdapter` over an endpoint client
+    for ``name`` at ``base_url``; ``sampling`` (a model.client.Sampling or a mapping)
+    is the client's default under each request's own."""
+    from pytest_agentgym.engine.model import ModelAdapter
+    from pytest_agentgym.model.call_settings import RetryPolicy, Sampling
+    from pytest_agentgym.model.client import EndpointClient
+
+    if not isinstance(sampling, Sampling):
+        sampling = Sampling.from_mapping(dict(sampling or {}))
+    client = EndpointClient(base_url, name, api_key_env=api_key_env, sampling=sampling,
+                            request_timeout=request_timeout, retry=RetryPolicy(retries=retries))
+    return ModelAdapter(client, sampling)
+
+
+def engine(*, concurrency: int, model_factory: Callable[[], Any], adapters: dict[str, Any],
+           env_urls: dict[str, str], before_retry: Any, on_finished: Callable[[Any], Any]) -> Any:
+    """The :class:`~pytest_agentgym.engine.runner.Engine` that plays a door's episodes."""
+    from pytest_agentgym.engine.runner import Engine
+
+    return Engine(concurrency=concurrency, model_factory=model_factory, adapters=adapters, env_urls=env_urls,
+                  before_retry=before_retry, on_finished=on_finished)
