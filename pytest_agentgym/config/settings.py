@@ -170,16 +170,19 @@ def _baseline_dir(value: str | None, reports: Path) -> str | None:
     """--agentgym-baseline as a run directory, resolved now (``latest`` names the run it
     names before this run starts). Whether it holds results is checked by the run
     (run/checks.py ``baseline_usable``), which can read runs."""
-    if not value:
-        return None
+    return str(baseline_as_named(value, reports).resolve()) if value else None
+
+
+def baseline_as_named(value: str, reports: Path) -> Path:
+    """The run directory --agentgym-baseline=``value`` names, as the user would write it
+    (messages show it so), or the path the user most likely meant when it names none."""
     from pytest_agentgym.results.ledger import LedgerError, resolve_run_dir
 
     try:
-        path = resolve_run_dir(value, reports)
+        return resolve_run_dir(value, reports)
     except LedgerError:  # say what is wrong with the directory the user most likely meant
         named = Path(value) if Path(value).exists() or value == "latest" else reports / value
-        path = named if named.exists() else Path(value)
-    return str(path.resolve())
+        return named if named.exists() else Path(value)
 
 
 def _resume_target(values: dict[str, Any], reports: Path) -> tuple[Path | None, str | None]:

@@ -39,11 +39,12 @@ def baseline_usable(settings: Any) -> None:
         return
     from pytest_agentgym.compare import CompareError
     from pytest_agentgym.compare.runs import load_run
+    from pytest_agentgym.config.settings import baseline_as_named
 
     try:
-        load_run(settings.baseline, "baseline")
+        load_run(baseline_as_named(settings.baseline_given, settings.reports), "baseline")
     except CompareError as exc:
-        raise LedgerError(f"--agentgym-baseline={settings.baseline_given or settings.baseline}: {exc}") from None
+        raise LedgerError(f"--agentgym-baseline={settings.baseline_given}: {exc}") from None
 
 
 def comparable_with_baseline(settings: Any, fp: Mapping[str, Any], env_names: Sequence[str],
