@@ -12,8 +12,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from pytest_agentgym.config.suites import Suite, SuiteError, episodes, is_suite_file, item_name, load_suite, \
-    marker_name  # noqa: F401  (is_suite_file: the plugin's collect hook asks it)
+from pytest_agentgym.config.suites import Suite, SuiteError, episodes, item_name, load_suite, marker_name
 from pytest_agentgym.envs.spec import is_verifiers
 
 

@@ -106,25 +106,31 @@ class EvaluationRun:
     def warm_up(self) -> None:
         """At configure time, for the first episode's sake: launch the servers of the
         suites named on the command line without waiting, so they boot while pytest
-        imports and collects; the first episode waits for the slowest process, not the
-        sum. Nothing is launched when those paths hold no suite (the plugin is
-        installed, but this run is of other tests)."""
+        imports and collects; read the model settings (a bad ``model:`` section raises
+        EndpointConfigError now); then launch the reference agent too when it is the
+        first endpoint. The first episode waits for the slowest process, not the sum.
+        Nothing is launched when those paths hold no suite (the plugin is installed,
+        but this run is of other tests)."""
         from pytest_agentgym.config.suites import suites_under
 
         try:
             paths = [str(a) for a in self.config.args] if self.config is not None else []
             envs = list(dict.fromkeys(s.environment for s in suites_under(paths, self.settings)))
         except OSError:
-            self.has_suites = False
-            return  # collection will say what is wrong with the paths
+            envs = []  # collection will say what is wrong with the paths
         self.has_suites = bool(envs)
         if envs:
             self.resources.warm_up(envs)
-
-    def launch_endpoint_ahead(self) -> None:
-        """After :meth:`warm_up`: the reference agent too, when it is the first endpoint."""
+        self.model_settings()
         if self.has_suites:
             self.resources.spawn_endpoint_ahead()
+
+    def start(self) -> None:
+        """The start phase (before the header is printed): choose the model endpoint
+        (health probes, the fallback chain, a reference agent or vLLM launched). A run of
+        other tests chooses none. What could not be had is in ``resources.setup_error``."""
+        if self.has_suites and self.worker is None:
+            self.resources.endpoint_or_error()
 
     def sampling_lines(self) -> list[str]:
         from pytest_agentgym.run.terminal import sampling_lines
@@ -133,20 +139,23 @@ class EvaluationRun:
 
     # -- planning -------------------------------------------------------------------------
 
-    def plan_suite(self, suite: Any, gate_path: str) -> EnvPlan:
-        """Remember what ``suite`` asks of its environment (the first suite of an env wins)."""
+    def plan(self, items: Sequence[Any]) -> None:
+        """Once, after collection: what the collected suites ask of each environment
+        (the first suite of an environment wins)."""
+        for item in items:
+            self._plan_suite(item.suite, item.nodeid.split("::")[0])
+
+    def _plan_suite(self, suite: Any, gate_path: str) -> None:
         if suite.environment not in self.plans:
             self.plans[suite.environment] = plan_for(suite, self.settings, gate_path)
-        return self.plans[suite.environment]
 
     def start_for_paths(self, paths: Sequence[str]) -> None:
-        """xdist controller: start what the suites under ``paths`` need, before workers start."""
-        from pytest_agentgym.config.suites import suites_under
-
-        from pytest_agentgym.config.suites import episodes
+        """xdist controller: plan from the suites under ``paths`` (the controller collects
+        no items) and start what they need, before workers start."""
+        from pytest_agentgym.config.suites import episodes, suites_under
 
         for suite in suites_under(list(paths), self.settings):
-            self.plan_suite(suite, self._node_path(suite.path))
+            self._plan_suite(suite, self._node_path(suite.path))
             self.planned_keys.update((suite.environment, task, repeat) for task, repeat in
                                      episodes(suite, self.settings.tasks, self.settings.repeat))
         self._begin(list(self.plans))
@@ -240,10 +249,8 @@ class EvaluationRun:
         return self.ledger.kept.get((item.suite.environment, item.task_index, item.repeat))
 
     def prepare(self, items: Sequence[Any]) -> None:
-        """Start what the items need; without xdist, queue every episode that is not
-        kept at once, so the engine runs up to ``concurrency`` of them ahead."""
-        for item in items:
-            self.plan_suite(item.suite, item.nodeid.split("::")[0])
+        """Start what the items need (they were planned after collection: :meth:`plan`);
+        without xdist, queue every episode that is not kept at once, so the engine runs up to ``concurrency`` of them ahead."""
         self.planned_keys = {item.key for item in items}
         envs = list(dict.fromkeys(i.suite.environment for i in items))
         if not envs:
@@ -276,7 +283,7 @@ class EvaluationRun:
         if kept is not None:
             return kept
         if not self._began:
-            self.plan_suite(item.suite, item.nodeid.split("::")[0])
+            self.plan([item])
             self._begin([item.suite.environment])
         self._ensure_env(item.suite.environment)
         future = self.submit(item.nodeid, self.request_for(item))

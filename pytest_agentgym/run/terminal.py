@@ -26,11 +26,13 @@ def header_lines(run: Any, probe: bool) -> list[str]:
         kept = len(run.ledger.kept)
         lines.append(f"agentgym: resuming {run.run_dir.path} as generation {run.ledger.generation}: "
                      f"{kept} scored episode(s) kept, the missing and errored ones run again")
-    if probe:
-        chosen = run.resources.endpoint_or_error()
+    if probe:  # chosen in the start phase (EvaluationRun.start): the header only reports it
+        chosen = run.resources.chosen
         if chosen is None:
-            lines.append(f"agentgym: {'NO WORK QUEUE' if s.queue else 'NO MODEL ENDPOINT'}, every episode will be an error: "
-                         f"{run.resources.setup_error.message}")
+            error = run.resources.setup_error
+            what = ("THE WORKERS DISAGREE" if error.type == "FleetMismatch" else "NO WORK QUEUE") if s.queue \
+                else "NO MODEL ENDPOINT"
+            lines.append(f"agentgym: {what}, every episode will be an error: {error.message}")
         else:
             lines.append(f"agentgym: model {chosen.model} via {chosen.kind} at {chosen.base_url}")
             lines.extend(f"agentgym: {'queue' if chosen.kind == 'queue' else 'endpoint'}: {note}"

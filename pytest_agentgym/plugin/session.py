@@ -1,0 +1,297 @@
+"""The run as pytest sees it: one session object whose methods are the hooks.
+
+:class:`ControllerSession` is registered in the process that owns the servers,
+the endpoint and the reporting (a plain pytest process, or pytest-xdist's
+controller); :class:`WorkerSession` in each xdist worker, which plays the
+episodes of the items it is given. Both hand the work to the run core
+(:class:`~pytest_agentgym.run.evaluation.EvaluationRun`), in phases:
+
+1. configure (plugin/__init__.py): settings, the run directory, servers spawned ahead;
+2. start (``pytest_sessionstart``): the model endpoint is chosen (a reference agent
+   or vLLM launched, health probes); the header only reports it;
+3. plan, once, after collection (``pytest_collection_modifyitems``, after ``-k``,
+   ``-m`` and ``--deselect``; before a shard's split): what the suites ask of each
+   environment;
+4. run (``pytest_runtestloop``): servers, run.json, the episodes queued ahead;
+5. finish: gates reported as test results, run.json, events, the report.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_agentgym.config import suites
+from pytest_agentgym.plugin import items as episode_items
+from pytest_agentgym.plugin.stash import NODE_SKIPPED_KEY, SETTINGS_KEY, SUITE_ERRORS_KEY
+
+_RECORD_ATTR = "agentgym_record"
+_KEPT_ATTR = "agentgym_kept"
+_OUTCOME_ATTR = "agentgym_outcome"
+
+
+def _episodes(items: list[pytest.Item]) -> list[episode_items.EpisodeItem]:
+    return [i for i in items if isinstance(i, episode_items.EpisodeItem)]
+
+
+def as_usage_error(function, *args):  # type: ignore[no-untyped-def]
+    from pytest_agentgym.results.ledger import LedgerError
+
+    try:
+        return function(*args)
+    except LedgerError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+class _Session:
+    """What both sides do: collect suite files, plan, attach records to reports."""
+
+    def __init__(self, config: pytest.Config, harness: Any) -> None:
+        self.config = config
+        self.harness = harness
+
+    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+        if suites.is_suite_file(file_path):
+            return episode_items.SuiteFile.from_parent(parent, path=file_path)
+        return None
+
+    @pytest.hookimpl(trylast=True)  # after -k, -m and --deselect: a shard splits what they left
+    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        episodes = _episodes(items)
+        errors = config.stash[SUITE_ERRORS_KEY]
+        errors.extend(suites.duplicate_episodes(episodes))
+        errors.extend(suites.out_of_range(episodes, config.stash[SETTINGS_KEY]))
+        if errors:
+            return
+        self.harness.plan(episodes)
+        if config.stash[SETTINGS_KEY].shard is not None:
+            self._take_shard(items)
+
+    def _take_shard(self, items: list[pytest.Item]) -> None:
+        """Keep this shard's slice of ``items``; the rest are deselected (pytest's summary counts them)."""
+        from pytest_agentgym.run import shards
+
+        harness = self.harness
+        kept, dropped, harness.selection = shards.select(
+            items, self.config.stash[SETTINGS_KEY].shard,
+            lambda item: harness.plans[item.suite.environment].max_rounds
+            if isinstance(item, episode_items.EpisodeItem) else None)
+        if dropped:
+            self.config.hook.pytest_deselected(items=dropped)
+            items[:] = kept
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        errors = session.config.stash[SUITE_ERRORS_KEY]
+        if errors:
+            raise pytest.UsageError("\n".join(errors))
+
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_runtestloop(self, session: pytest.Session):  # type: ignore[no-untyped-def]
+        """Before the items: start what the episodes need and let the engine run ahead;
+        after them, what this side does at the end (:meth:`_after_items`)."""
+        if self.config.option.collectonly:
+            return (yield)
+        items = _episodes(session.items)
+        if items:
+            as_usage_error(self.harness.prepare, items)
+        self._before_items()
+        result = yield
+        self._after_items(session)
+        return result
+
+    def _before_items(self) -> None:
+        """What this side does once the run has started, before the first item."""
+
+    def _after_items(self, session: pytest.Session) -> None:
+        """What this side does after the last item."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):  # type: ignore[no-untyped-def]
+        report = yield
+        record = getattr(item, "record", None)
+        if record is not None and not getattr(item, "_agentgym_reported", False):
+            if report.when == "call" or (report.when == "setup" and report.failed):
+                setattr(report, _RECORD_ATTR, record.to_dict())
+                setattr(report, _KEPT_ATTR, bool(getattr(item, "kept", False)))
+                setattr(report, _OUTCOME_ATTR, record.outcome)
+                item._agentgym_reported = True  # type: ignore[attr-defined]
+                item.record = None  # type: ignore[attr-defined]  (on disk and on its way in the report)
+        return report
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport):  # type: ignore[no-untyped-def]
+        """Once every plugin has seen the report (the controller has written and published
+        its record, an xdist worker has sent it), the report keeps only the outcome:
+        pytest's terminal reporter holds every report to the end of the session, and a
+        trajectory in each would grow the process with every episode."""
+        self._record_reported(report)
+        result = yield
+        if getattr(report, _RECORD_ATTR, None) is not None:
+            delattr(report, _RECORD_ATTR)
+        return result
+
+    def _record_reported(self, report: pytest.TestReport) -> None:
+        """What this side does with a report that carries an episode's record."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config):  # type: ignore[no-untyped-def]
+        outcome = getattr(report, _OUTCOME_ATTR, None)
+        if outcome is None:  # a report from an xdist worker: its record is still attached
+            outcome = (getattr(report, _RECORD_ATTR, None) or {}).get("outcome")
+        if outcome == "unsolved" and report.skipped:
+            return "unsolved", "u", ("UNSOLVED", {"yellow": True})
+        return None
+
+
+class WorkerSession(_Session):
+    """An xdist worker: plays the episodes of its items, reading ahead of the one running."""
+
+    def __init__(self, config: pytest.Config, harness: Any) -> None:
+        super().__init__(config, harness)
+        self._reader = None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        """The episodes queued for this worker go to its engine (plugin/readahead.py)."""
+        if not isinstance(item, episode_items.EpisodeItem):
+            return
+        if self._reader is None:
+            from pytest_agentgym.plugin.readahead import WorkerReadAhead
+
+            self._reader = WorkerReadAhead(item.config, self.harness.read_ahead, self.harness.withdraw,
+                                           lambda i: isinstance(i, episode_items.EpisodeItem))
+        self._reader.before(item, item.session)
+
+
+class ControllerSession(_Session):
+    """The process that owns the servers and the endpoint, publishes each finished
+    episode once and judges the run at the end."""
+
+    def __init__(self, config: pytest.Config, harness: Any, *, xdist: bool) -> None:
+        super().__init__(config, harness)
+        self.xdist = xdist
+
+    # -- start ------------------------------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """The start phase, before the header is printed: the endpoint is chosen here
+        (under xdist the servers are started too, before the workers start)."""
+        if self.config.option.collectonly:
+            return
+        if self.xdist:
+            as_usage_error(self.harness.start_for_paths, self.config.args)
+        else:
+            self.harness.start()
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        return self.harness.header_lines(probe=not config.option.collectonly)
+
+    def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> list[str]:
+        lines = []
+        skipped = config.stash.get(NODE_SKIPPED_KEY, {})
+        if skipped:
+            settings = config.stash[SETTINGS_KEY]
+            names = ", ".join(f"{env} ({n} episode(s))" for env, n in skipped.items())
+            lines.append(f"agentgym: node {settings.node} skips {names}: not collected. Run them on a node "
+                         f"that serves them (--agentgym-node=NAME), or give their servers' URLs in a node "
+                         f"profile (envs.overrides.<Name>.url) and take them off its envs.skip list")
+        lines.extend(self.harness.sampling_lines())
+        return lines
+
+    # -- pytest-xdist ---------------------------------------------------------------------------
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node) -> None:  # type: ignore[no-untyped-def]
+        node.workerinput.update(self.harness.worker_input())
+
+    @pytest.hookimpl(optionalhook=True, tryfirst=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log):  # type: ignore[no-untyped-def]
+        """A run of episodes hands each worker its whole share at once (readahead.py)."""
+        from pytest_agentgym.plugin.readahead import TAKEN_OVER, make_scheduler
+
+        if getattr(config.option, "dist", None) in TAKEN_OVER and self.harness.plans:
+            return make_scheduler(config, log)
+        return None
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched) -> None:  # type: ignore[no-untyped-def]
+        """pytest-xdist: a worker died while running ``crashitem``. Its episode gets an
+        error record (harness:WorkerCrashed) in episodes.jsonl and NATS, and the item
+        is reported as an error with a readable message."""
+        record = self.harness.record_crash(crashitem, str(report.longrepr))
+        if record is not None:
+            report.when = "setup"  # an error, not a policy failure
+            report.longrepr = episode_items.infra_message(record, self.harness.run_dir.logs)
+            setattr(report, _RECORD_ATTR, record.to_dict())
+
+    # -- the run ------------------------------------------------------------------------------
+
+    def _before_items(self) -> None:
+        _show_notices(self.config, self.harness.start_notices)
+
+    def _after_items(self, session: pytest.Session) -> None:
+        """Aggregate gates, reported as test results of their own (so the terminal
+        counts, --junitxml and the exit status include them)."""
+        self.harness.finish(session.exitstatus or 0)
+        session.testscollected += len(self.harness.verdicts)
+        for verdict in self.harness.verdicts:
+            self.config.hook.pytest_runtest_logreport(report=_gate_report(verdict, self.harness))
+
+    def _record_reported(self, report: pytest.TestReport) -> None:
+        data = getattr(report, _RECORD_ATTR, None)
+        if data is not None:
+            self.harness.episode_reported(data, kept=bool(getattr(report, _KEPT_ATTR, False)))
+
+    # -- the end --------------------------------------------------------------------------------
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int):  # type: ignore[no-untyped-def]
+        """Outermost. First: a run that did not reach the end of its loop (Ctrl-C, SIGTERM,
+        -x, a crash) still gets its run.json, events and report (finish() is a no-op when
+        done already). Last: after pytest's own summary line, say how the run ended."""
+        self.harness.finish(exitstatus, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+        result = yield
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            from pytest_agentgym.run.terminal import status_line
+
+            line = status_line(self.harness)
+            if line is not None:
+                reporter.write_line(line[0], **line[1])
+        return result
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:  # type: ignore[no-untyped-def]
+        for line, markup in self.harness.summary_lines():
+            terminalreporter.write_line(line, **markup)
+
+
+def _show_notices(config: pytest.Config, start_notices: list) -> None:
+    """Advisory notices once per machine (or with -v); the rest every time. Every
+    notice is in run.json's notes either way."""
+    from pytest_agentgym.publish import notices
+
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    for notice in notices.to_show(start_notices, verbose=config.get_verbosity() > 0):
+        reporter.write_line(f"agentgym: {notice.text}", yellow=True)
+
+
+def _gate_report(verdict, harness) -> pytest.TestReport:  # type: ignore[no-untyped-def]
+    plan = harness.plans.get(verdict.env)
+    path = plan.gate_path if plan else "agentgym"
+    name = f"{verdict.env}::gate[{verdict.gate}]"
+    longrepr = None if verdict.passed else f"gate {verdict.outcome}: {verdict.env} {verdict.gate}: {verdict.detail}"
+    return pytest.TestReport(
+        nodeid=f"{path}::{name}",
+        location=(path, None, name),
+        keywords={"agentgym": 1},
+        outcome="passed" if verdict.passed else "failed",
+        longrepr=longrepr,
+        when="setup" if verdict.outcome == "error" else "call",
+        user_properties=[("value", verdict.value), ("gate", verdict.gate), ("outcome", verdict.outcome)],
+    )
