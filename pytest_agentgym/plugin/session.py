@@ -188,7 +188,9 @@ class ControllerSession(_Session):
             self.harness.start()
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
-        return self.harness.header_lines(probe=not config.option.collectonly)
+        from pytest_agentgym.run.terminal import header_lines
+
+        return header_lines(self.harness, not config.option.collectonly and self.harness.has_suites)
 
     def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> list[str]:
         lines = []
@@ -199,7 +201,9 @@ class ControllerSession(_Session):
             lines.append(f"agentgym: node {settings.node} skips {names}: not collected. Run them on a node "
                          f"that serves them (--agentgym-node=NAME), or give their servers' URLs in a node "
                          f"profile (envs.overrides.<Name>.url) and take them off its envs.skip list")
-        lines.extend(self.harness.sampling_lines())
+        from pytest_agentgym.run.terminal import sampling_lines
+
+        lines.extend(sampling_lines(self.harness))
         return lines
 
     # -- pytest-xdist ---------------------------------------------------------------------------
@@ -265,7 +269,9 @@ class ControllerSession(_Session):
         return result
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:  # type: ignore[no-untyped-def]
-        for line, markup in self.harness.summary_lines():
+        from pytest_agentgym.run.terminal import summary_lines
+
+        for line, markup in summary_lines(self.harness) if self.harness.finished else ():
             terminalreporter.write_line(line, **markup)
 
 

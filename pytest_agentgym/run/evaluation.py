@@ -81,7 +81,7 @@ class EvaluationRun:
         self.comparisons: list = []
         #: a shard (--agentgym-shard): the whole selection's keys -> expected cost, before the split
         self.selection: dict[tuple[str, int, int], float] | None = None
-        #: the command line's paths hold suites (warm_up); the header probes the endpoint
+        #: the command line's paths hold suites (warm_up); only then is an endpoint chosen
         #: only then: a run of other tests launches no reference agent for its header
         self.has_suites = True
 
@@ -97,11 +97,6 @@ class EvaluationRun:
 
     def model_settings(self) -> Any:
         return self.resources.model_settings()
-
-    def header_lines(self, probe: bool) -> list[str]:
-        from pytest_agentgym.run.terminal import header_lines
-
-        return header_lines(self, probe and self.has_suites)
 
     def warm_up(self) -> None:
         """At configure time, for the first episode's sake: launch the servers of the
@@ -131,13 +126,6 @@ class EvaluationRun:
         other tests chooses none. What could not be had is in ``resources.setup_error``."""
         if self.has_suites and self.worker is None:
             self.resources.endpoint_or_error()
-
-    def sampling_lines(self) -> list[str]:
-        from pytest_agentgym.run.terminal import sampling_lines
-
-        return sampling_lines(self)
-
-    # -- planning -------------------------------------------------------------------------
 
     def plan(self, items: Sequence[Any]) -> None:
         """Once, after collection: what the collected suites ask of each environment
@@ -437,16 +425,13 @@ class EvaluationRun:
         self.resources.stop()
         self.ledger.close_log()
 
-    # -- the terminal summary -------------------------------------------------------------------
+    @property
+    def finished(self) -> bool:
+        """Whether :meth:`finish` has judged the run (its summary can be printed)."""
+        return self._finished
 
     @property
     def asserts_quality(self) -> bool:
         """Whether anything says what a good episode or run is: a suite's gate or
         min_reward, or a baseline to compare with."""
         return bool(self.settings.baseline) or any(plan.asserts for plan in self.plans.values())
-
-    def summary_lines(self) -> list[tuple[str, dict[str, bool]]]:
-        from pytest_agentgym.run.terminal import summary_lines
-
-        return summary_lines(self) if self._finished else []
-
