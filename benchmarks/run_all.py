@@ -403,14 +403,19 @@ def samples_from_logs(paths: list[str]) -> dict[str, dict[str, list[float]]]:
     return samples
 
 
+#: tests/helpers/report_fixtures.py since the tests were laid out by package; tests/report_fixtures.py before
+_SYNTHETIC = ("import sys; from pathlib import Path\n"
+              "try:\n    from helpers.report_fixtures import synthetic_run\n"
+              "except ImportError:\n    from report_fixtures import synthetic_run\n"
+              "print(synthetic_run(Path(sys.argv[1]), int(sys.argv[2]), seed=10).path)")
+
+
 def _synthetic_run(tree: Path, where: Path, episodes: int) -> Path:
     """A synthetic run made by ``tree``'s own tests/report_fixtures.py (the before tree's when
     there is one): newer records carry fields an older reader rejects line by line, and a
     before tree that skips every line renders an empty report in no time."""
     made = subprocess.run(
-        [sys.executable, "-c", "import sys; from pathlib import Path; from report_fixtures import synthetic_run; "
-                               "print(synthetic_run(Path(sys.argv[1]), int(sys.argv[2]), seed=10).path)",
-         str(where), str(episodes)],
+        [sys.executable, "-c", _SYNTHETIC, str(where), str(episodes)],
         cwd=tree, capture_output=True, text=True, timeout=RUN_LIMIT_S,
         env={**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{tree / 'tests'}"})
     if made.returncode != 0:

@@ -35,10 +35,15 @@ async def play(env_url: str, model_url: str, episodes: int, rounds: int) -> list
     from pytest_agentgym.envs import adapter_class
     from pytest_agentgym.envs.protocol import EnvClient
     from pytest_agentgym.envs.spec import EnvSpec, SuccessRule
-    from pytest_agentgym.engine.episode import EpisodeLimits, EpisodeRequest, run_episode
-    from pytest_agentgym.model.call_settings import Sampling
     from pytest_agentgym.model.client import EndpointClient
-    from pytest_agentgym.engine.model import ModelAdapter
+    try:
+        from pytest_agentgym.engine.episode import EpisodeLimits, EpisodeRequest, run_episode
+        from pytest_agentgym.engine.model import ModelAdapter
+        from pytest_agentgym.model.call_settings import Sampling
+    except ImportError:  # a tree from before the package layout (run_all.py --before an older commit)
+        from pytest_agentgym.episode import EpisodeLimits, EpisodeRequest, run_episode  # type: ignore
+        from pytest_agentgym.model.client import Sampling  # type: ignore
+        from pytest_agentgym.resources import ModelAdapter  # type: ignore
 
     class Timed(ModelAdapter):
         marks: list[float] = []
