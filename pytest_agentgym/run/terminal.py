@@ -101,6 +101,9 @@ def summary_lines(run: Any) -> list[Line]:
         lines.append((NO_ASSERTION, {"yellow": True}))
     if run.abort_reason:
         lines.append((f"agentgym: RUN STOPPED: {run.abort_reason}", {"red": True}))
+    fleet = run.resources.fleet  # a queue run: workers that refused its items, results dropped
+    for note in fleet.notes() if fleet is not None else ():
+        lines.append((f"agentgym: queue: {note}", {"yellow": True}))
     for detail in run.resources.setup_details:  # a failed launch's log tail: here once, not per item
         first, *rest = detail.splitlines()
         lines += [(f"agentgym: model endpoint {first}", {"red": True}), *((f"    {x}", {}) for x in rest)]

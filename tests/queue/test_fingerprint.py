@@ -188,6 +188,8 @@ def test_a_worker_of_another_model_plays_nothing_and_is_named(tmp_path, fleet):
     assert " playing pinned:" not in fleet.log("rnd")
     refusals = [n for n in run["notes"] if n.startswith("worker rnd refused this run's work items")]
     assert len(refusals) == 1 and "model: 'reference' run, 'random' worker" in refusals[0], run["notes"]
+    # and at the end of the pytest output, with the run's summary
+    assert f"agentgym: queue: {refusals[0]}" in output, output
 
 
 def test_two_models_and_no_model_named_stop_the_run_before_any_episode(tmp_path, fleet):
@@ -196,6 +198,7 @@ def test_two_models_and_no_model_named_stop_the_run_before_any_episode(tmp_path,
     done = _coordinate(root, fleet.url, "--agentgym-run-id=mixed")
     output = done.stdout + done.stderr
     assert done.returncode != 0, output
+    assert "agentgym: THE WORKERS DISAGREE, every episode will be an error" in output, output
     assert ("would play this run with different models or endpoint kinds: model 'random' via reference (rnd); "
             "model 'reference' via reference (ref)") in output, output
     assert "--agentgym-model=MODEL" in output
