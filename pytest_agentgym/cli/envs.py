@@ -10,7 +10,8 @@ from typing import TextIO
 
 from pytest_agentgym.config.profile import NodeProfile, ProfileError
 from pytest_agentgym.envs.spec import EnvConfigError, EnvSpec, load_default_specs, load_specs
-from pytest_agentgym.servers.status import HEALTHS, SERVERS_MODES, check_all, render
+from pytest_agentgym.servers.modes import SERVERS_MODES
+from pytest_agentgym.servers.status import HEALTHS, check_all, render
 
 
 @dataclass(frozen=True)

@@ -93,6 +93,7 @@ def preflight(settings: Any, paths: list[str] | None = None, out: TextIO | None 
     ``ModelSettings`` (default: the profile's, with the command line applied as a
     run applies it: --agentgym-base-url, --agentgym-model, --agentgym-checkpoint, ...)."""
     from pytest_agentgym.servers import status
+    from pytest_agentgym.servers.modes import SERVERS_MODES
 
     out = out or sys.stdout
     problems = 0
@@ -120,7 +121,7 @@ def preflight(settings: Any, paths: list[str] | None = None, out: TextIO | None 
     wanted = {n: s for n, s in settings.env_specs.items()
               if (n in names if names else n not in settings.skip_envs)
               and (not settings.envs or n.lower() in {e.lower() for e in settings.envs})}
-    out.write(f"  servers {settings.servers_mode}: {status.SERVERS_MODES.get(settings.servers_mode, '')}\n")
+    out.write(f"  servers {settings.servers_mode}: {SERVERS_MODES.get(settings.servers_mode, '')}\n")
     for name in [n for n, spec in wanted.items() if spec.in_process]:  # loaded already, by suites_under
         out.write(f"  env {name}: no server: {wanted.pop(name).description}\n")
     for st in status.check_all(wanted, "127.0.0.1", 1.0, settings.servers_mode):

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Collection, Literal, Mapping, TextIO
 
 from pytest_agentgym.envs.spec import EnvSpec
-from pytest_agentgym.servers.modes import SERVERS_MODES
 from pytest_agentgym.servers.pool import plan_server
 from pytest_agentgym.process.health import probe
 

@@ -46,7 +46,6 @@ from pytest_agentgym.queue.meaning import worker_fingerprint
 from pytest_agentgym.queue.wire import (HEARTBEAT_SUBJECT, MSG_ID_HEADER, Heartbeat, Refusal, Result, WireError,
                                         WireVersionError, WorkItem, decode, encode, stamp)
 from pytest_agentgym.results.fingerprint import episode_differences
-from pytest_agentgym.results.records import EpisodeRecord
 
 log = logging.getLogger("pytest_agentgym.worker.serve")
 
