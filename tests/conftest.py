@@ -1,19 +1,17 @@
-"""Fixtures shared by the project's tests: real servers on loopback."""
+"""Fixtures shared by the project's tests: real servers on loopback.
+
+This file's folder (tests/) is on sys.path, so test modules in every folder import the
+shared helpers as ``from helpers.projects import run`` (tests/helpers/)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
+import httpx
 import pytest
 
-from pytest_agentgym.servers.pool import embedded_command
 from pytest_agentgym.process.managed import ManagedServer, free_port
+from pytest_agentgym.servers.pool import embedded_command
+
 pytest_plugins = ["pytester"]
-
-#: Data copied from the golden files for tests (tests/data/).
-DATA = Path(__file__).parent / "data"
-
-__all__ = ["DATA", "free_port"]  # test modules import them: `from conftest import DATA, free_port`
 
 
 @pytest.fixture(scope="session")
@@ -41,6 +39,20 @@ def embedded_server(tmp_path_factory):
     yield get
     for server in started.values():
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def http(request, embedded_server):
+    """An HTTP client on the session's embedded server that the test module names in
+    ``EMBEDDED_SERVER``: ``EMBEDDED_SERVER = "babyai"`` -> ``http.post("/create")``;
+    a path after the name is the base of every request (``"lmrlgym/maze"``)."""
+    named = getattr(request.module, "EMBEDDED_SERVER", None)
+    if named is None:
+        pytest.fail(f"{request.module.__name__} uses the http fixture without naming its EMBEDDED_SERVER")
+    name, _, path = named.partition("/")
+    base_url = embedded_server(name).url + (f"/{path}" if path else "")
+    with httpx.Client(base_url=base_url, timeout=120) as client:
+        yield client
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 import pytest_agentgym
-from nats_server import NatsServer
+from helpers.nats_server import NatsServer
 from pytest_agentgym.queue.address import QueueAddress
 from pytest_agentgym.queue.fleet import FleetMismatch, pin
 from pytest_agentgym.queue.meaning import RunMeaning, worker_fingerprint
@@ -23,7 +23,9 @@ from pytest_agentgym.queue.wire import (WIRE_VERSION, Heartbeat, Refusal, Result
                                         WorkItem, decode, encode)
 from pytest_agentgym.results import fingerprint
 from pytest_agentgym.results.records import EpisodeRecord
-from queue_fleet import Fleet, env_with_repo, pytest_command, records, suites, wait_until, worker_profile
+from helpers.queue_fleet import Fleet, env_with_repo, pytest_command, suites, worker_profile
+from helpers.run_dirs import read_episodes
+from helpers.waiting import wait_until
 
 RUN_FP = fingerprint.build(model="reference", endpoint_kind="reference", checkpoint=None, envs={
     "Maze": {"max_rounds": 15, "sampling": {"temperature": 0.0, "max_tokens": 256}, "prompt_sha256": "ab" * 32,
@@ -172,7 +174,7 @@ def test_a_worker_of_another_model_plays_nothing_and_is_named(tmp_path, fleet):
     assert "worker rnd (node rndnode) will refuse this run's work items: model: 'reference' run, " \
            "'random' worker" in output, output
 
-    rows = records(root / "reports" / "pinned")
+    rows = read_episodes(root / "reports" / "pinned")
     assert len(rows) == 12
     assert {(r["model"], r["worker"]) for r in rows} == {("reference", "ref")}
     run = json.loads((root / "reports" / "pinned" / "run.json").read_text())
@@ -202,6 +204,6 @@ def test_two_models_and_no_model_named_stop_the_run_before_any_episode(tmp_path,
     assert ("would play this run with different models or endpoint kinds: model 'random' via reference (rnd); "
             "model 'reference' via reference (ref)") in output, output
     assert "--agentgym-model=MODEL" in output
-    rows = records(root / "reports" / "mixed")
+    rows = read_episodes(root / "reports" / "mixed")
     assert rows and all(r["error"] is not None and r["worker"] is None for r in rows), rows
     assert "(run mixed)" not in fleet.output("ref") + fleet.output("rnd")

@@ -1,0 +1,112 @@
+"""The process launcher (process/managed.py, process/children.py): a managed server is
+waited for until healthy, a server that dies or never gets healthy is reported with its
+exit code and log, stop() leaves no process behind, and children die with the process
+that launched them. Every server is a real child process."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+import pytest
+
+from helpers.waiting import wait_until
+from pytest_agentgym.process.errors import ServerStartError
+from pytest_agentgym.process.health import HEALTH_ENDPOINT
+from pytest_agentgym.process.managed import ManagedServer
+
+
+CHILD_SERVER = textwrap.dedent("""
+    import http.server, subprocess, sys
+    if "with-grandchild" in sys.argv:  # to check that stop() leaves nothing behind
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200); self.end_headers(); self.wfile.write(b"ok")
+        def log_message(self, *args):
+            pass
+    http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Health).serve_forever()
+""")
+
+
+def wait_gone(pids, timeout=10.0) -> list[int]:
+    """The pids still alive (not zombies) after polling up to ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = []
+        for pid in pids:
+            try:
+                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    alive.append(pid)
+            except psutil.NoSuchProcess:
+                pass
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.05)
+
+
+def test_managed_server_waits_for_health_and_stop_leaves_no_process(tmp_path):
+    server = ManagedServer("child", command=[sys.executable, "-c", CHILD_SERVER, "{port}", "with-grandchild"],
+                           health=HEALTH_ENDPOINT, log_path=tmp_path / "s.log")
+    server.spawn()
+    try:
+        took = server.wait_ready(timeout=30, poll_interval=0.05)
+        assert took < 30
+        family = [server.pid] + [p.pid for p in psutil.Process(server.pid).children(recursive=True)]
+        assert len(family) >= 2
+    finally:
+        server.stop(grace=5)
+    assert wait_gone(family) == []
+
+
+def test_a_server_that_dies_before_binding_reports_exit_code_and_log(tmp_path):
+    server = ManagedServer("dying", command=[sys.executable, "-c", "print('cannot load weights'); raise SystemExit(3)"],
+                           health=HEALTH_ENDPOINT, log_path=tmp_path / "d.log", label="dying server")
+    server.spawn()
+    with pytest.raises(ServerStartError) as caught:
+        server.wait_ready(timeout=30, poll_interval=0.05)
+    message = str(caught.value)
+    assert "dying server exited with code 3" in message and "cannot load weights" in message
+
+
+def test_a_server_that_never_gets_healthy_is_stopped_after_the_timeout(tmp_path):
+    server = ManagedServer("silent", command=[sys.executable, "-c", "import time; time.sleep(600)"],
+                           health=HEALTH_ENDPOINT, log_path=tmp_path / "n.log")
+    server.spawn()
+    pid = server.pid
+    started = time.monotonic()
+    with pytest.raises(ServerStartError, match="did not answer .* within 1 s"):
+        server.wait_ready(timeout=1.0, poll_interval=0.05)
+    assert time.monotonic() - started < 20
+    assert wait_gone([pid]) == []
+
+
+def test_children_die_with_the_process_that_launched_them(tmp_path):
+    """PR_SET_PDEATHSIG: a launcher killed with SIGKILL takes its server along
+    (with SIGTERM, the death signal the model side's launches use)."""
+    pid_file = tmp_path / "child.pid"
+    launcher = textwrap.dedent(f"""
+        import signal, sys, time
+        from pytest_agentgym.process.health import HEALTH_ENDPOINT
+        from pytest_agentgym.process.managed import ManagedServer
+        server = ManagedServer("child", command=[sys.executable, "-c", {CHILD_SERVER!r}, "{{port}}"],
+                               health=HEALTH_ENDPOINT, death_signal=signal.SIGTERM,
+                               log_path={str(tmp_path / 'c.log')!r}, startup_timeout=30)
+        server.start()
+        open({str(pid_file)!r}, "w").write(str(server.pid))
+        time.sleep(600)
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", launcher])
+    try:
+        wait_until(lambda: pid_file.exists() and pid_file.read_text(), 30, "the launcher writes its server's pid",
+                   procs=(parent,))
+        child = int(pid_file.read_text())
+        assert psutil.pid_exists(child)
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+    assert wait_gone([child]) == []
