@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers.projects import make_project
+from helpers.usage_errors import says
 from pytest_agentgym.config.profile import NodeProfile, ProfileError
 
 
@@ -88,3 +90,11 @@ def test_every_door_reads_the_same_node(tmp_path):
         assert settings.env_specs == rollout_side.specs
     assert (rollout_side.name, rollout_side.max_rounds, rollout_side.episode_timeout, rollout_side.concurrency,
             rollout_side.servers_mode, rollout_side.skip) == ("same", 7, 42.0, 3, "auto", ("SciWorld",))
+
+
+def test_unknown_node_is_a_usage_error_listing_known_nodes(pytester):
+    make_project(pytester)
+    with pytest.raises(ProfileError) as refused:
+        NodeProfile.load("laptop", pytester.path)
+    assert says(str(refused.value), ["*--agentgym-node=laptop: unknown node; known nodes: *4090*gpu*local*"]), \
+        refused.value

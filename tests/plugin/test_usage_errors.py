@@ -1,6 +1,8 @@
-"""Usage errors as users meet them through pytest: a bad suite file, an unknown node,
-environment or option value, a bad AGENTGYM_* variable; each exits 4 naming what to fix.
-Each test runs pytest in a subprocess inside a fresh project directory."""
+"""How a usage error reaches the user of pytest: exit status 4 and the message on stderr,
+before any episode, once for each kind of loader that refuses (the settings, the node
+profile, a suite file, the baseline). The messages themselves are tested in-process,
+where the loaders raise them: tests/config/ (settings, node profiles, suites),
+tests/plugin/test_options.py (option values) and tests/run/test_baseline_gate.py."""
 
 from __future__ import annotations
 
@@ -9,48 +11,33 @@ import pytest
 from helpers.projects import make_project, run, suite
 
 
-@pytest.mark.parametrize(
-    "body, expected",
-    [
-        ("environment: Maze\ntasks: [0, 1\n", ["*suites/bad.yaml: not valid YAML*"]),
-        ("environment: Mazzze\ntasks: 0-1\n", ["*suites/bad.yaml: environment 'Mazzze' is unknown; known: *Maze*"]),
-        ("environment: Maze\ntasks: 5-1\n", ["*suites/bad.yaml: tasks: task range '5-1' runs backwards*"]),
-        ("environment: Maze\ntasks: 0-1\ngates: [median >= 1]\n", ["*suites/bad.yaml: gates: gate 'median >= 1' is not of the form*"]),
-        ("environment: Maze\ntasks: 0-1\nrepeats: 2\n", ["*suites/bad.yaml: unknown key(s) repeats; known:*repeat*"]),
-    ],
-)
-def test_bad_suite_files_are_usage_errors_naming_file_and_fix(pytester, body, expected):
-    node = make_project(pytester)
-    suite(pytester, "bad", body)
-    result = run(pytester, "suites", f"--agentgym-node={node}", "--collect-only")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(expected)
-
-
-def test_unknown_node_is_a_usage_error_listing_known_nodes(pytester):
-    make_project(pytester)
-    result = run(pytester, "suites", "--agentgym-node=laptop")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--agentgym-node=laptop: unknown node; known nodes: *4090*gpu*local*"])
-
-
-def test_unknown_environment_option_is_a_usage_error(pytester):
+def test_a_settings_error_exits_4_with_its_message(pytester):
     node = make_project(pytester)
     result = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-envs=Chess")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--agentgym-envs: unknown environment(s) Chess; known: *BabyAI*"])
+    result.stderr.fnmatch_lines(["ERROR: --agentgym-envs: unknown environment(s) Chess; known: *BabyAI*"])
 
 
-def test_bad_option_value_names_the_option(pytester):
-    node = make_project(pytester)
-    result = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-tasks=a-b")
+def test_a_node_profile_error_exits_4_with_its_message(pytester):
+    make_project(pytester)
+    result = run(pytester, "suites", "--agentgym-node=laptop")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--agentgym-tasks: task spec 'a-b' is not an index*"])
+    result.stderr.fnmatch_lines(["ERROR: --agentgym-node=laptop: unknown node; known nodes: *4090*gpu*local*"])
 
 
-def test_bad_environment_variable_names_the_variable(pytester, monkeypatch):
+def test_a_suite_error_exits_4_with_its_message(pytester):
     node = make_project(pytester)
-    monkeypatch.setenv("AGENTGYM_CONCURRENCY", "zero")
-    result = run(pytester, "suites", f"--agentgym-node={node}")
+    suite(pytester, "bad", "environment: Maze\ntasks: [0, 1\n")
+    result = run(pytester, "suites", f"--agentgym-node={node}", "--collect-only")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*environment variable AGENTGYM_CONCURRENCY: expected a whole number, got 'zero'*"])
+    result.stderr.fnmatch_lines(["*suites/bad.yaml: not valid YAML*"])
+
+
+def test_a_baseline_error_exits_4_before_any_episode(pytester):
+    node = make_project(pytester)
+    suite(pytester, "maze", "environment: Maze\ntasks: 0-24\n")
+    result = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-baseline=base",
+                 "--agentgym-run-id=cand")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --agentgym-baseline=base:*baseline base does not exist*"])
+    assert not (pytester.path / "reports" / "cand" / "episodes.jsonl").exists()

@@ -22,6 +22,7 @@ from pytest_agentgym.queue.wire import (
 )
 from pytest_agentgym.results.records import EpisodeRecord, Turn
 from helpers.queue_fleet import env_with_repo, suites
+from helpers.usage_errors import settings_refusal
 
 
 def test_a_plain_url_gets_the_default_queue_and_its_jetstream_names():
@@ -114,13 +115,10 @@ def test_a_heartbeat_is_a_valid_field_status_and_a_run_status_is_not_taken_for_o
     assert Heartbeat.from_payload({"status": "started", "node": "x"}) is None
 
 
-def test_a_bad_queue_option_is_a_usage_error(tmp_path):
-    suites(tmp_path, Maze="0-1")
-    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "suites",
-                          "--agentgym-queue=nats://h:4222?acks=1"], cwd=tmp_path, capture_output=True, text=True,
-                         env=env_with_repo(), timeout=120)
-    assert run.returncode == 4, run.stdout + run.stderr
-    assert "--agentgym-queue: nats://h:4222?acks=1: unknown key(s) acks" in run.stderr
+def test_a_bad_queue_option_is_a_usage_error(pytester):
+    suites(pytester.path, Maze="0-1")
+    refused = settings_refusal(pytester, "suites", "--agentgym-queue=nats://h:4222?acks=1")
+    assert "--agentgym-queue: nats://h:4222?acks=1: unknown key(s) acks" in refused
 
 
 def test_a_queue_with_xdist_is_a_usage_error(tmp_path):

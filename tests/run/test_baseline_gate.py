@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from helpers.projects import episodes, make_project, run, suite
+from helpers.usage_errors import says, settings_refusal
 
 MAZE_WORDLE = {"maze": "environment: Maze\ntasks: 0-24\n", "wordle": "environment: Wordle\ntasks: 0-24\n"}
 
@@ -38,20 +39,20 @@ def compare_cli(pytester: pytest.Pytester, *args: str) -> subprocess.CompletedPr
      "is a file, not a run directory"),
 ], ids=["nonexistent", "empty", "corrupt", "a-file"])
 def test_a_baseline_that_is_not_a_run_is_a_usage_error_before_any_episode(pytester, make_bad, why):
+    """Refused while the settings are resolved, before anything is started (the exit
+    status and stderr of such a run: tests/plugin/test_usage_errors.py)."""
     node = project(pytester)
     make_bad(pytester.path)
-    result = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-baseline=base",
-                 "--agentgym-run-id=cand")
-    assert result.ret == 4
-    result.stderr.fnmatch_lines([f"ERROR: --agentgym-baseline=base:*{why}*"])
+    refused = settings_refusal(pytester, "suites", f"--agentgym-node={node}", "--agentgym-baseline=base",
+                               "--agentgym-run-id=cand")
+    assert says(refused, [f"--agentgym-baseline=base:*{why}*"]), refused
     assert not (pytester.path / "reports" / "cand" / "episodes.jsonl").exists()
 
 
 def test_a_margin_outside_0_1_is_a_usage_error(pytester):
     node = project(pytester)
-    result = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-max-drop=-5")
-    assert result.ret == 4
-    result.stderr.fnmatch_lines(["*--agentgym-max-drop: expected a number from 0 to 1*"])
+    refused = settings_refusal(pytester, "suites", f"--agentgym-node={node}", "--agentgym-max-drop=-5")
+    assert says(refused, ["*--agentgym-max-drop: expected a number from 0 to 1*"]), refused
 
 
 def test_a_worse_model_regresses_and_the_cli_agrees(pytester):
