@@ -31,6 +31,7 @@ from pytest_agentgym.model.vllm import LaunchError, VLLMServer
 from pytest_agentgym.model.vllm_options import VLLM_PYTHON_ENV, VLLMOptions
 
 from helpers import REPO
+from helpers.run_dirs import read_episodes
 
 pytestmark = pytest.mark.slow
 
@@ -169,7 +170,7 @@ def run_lightweight_wordle(checkpoint: Path, reports: Path) -> tuple[subprocess.
         cwd=REPO, capture_output=True, text=True, timeout=1800)
     wall = time.monotonic() - started
     info = json.loads((reports / "cpu" / "run.json").read_text())
-    records = [json.loads(line) for line in (reports / "cpu" / "episodes.jsonl").read_text().splitlines()]
+    records = read_episodes(reports / "cpu")
     print(f"\n{checkpoint.parent.name}: {info['versions'].get('vllm-startup-s')} s to healthy, "
           f"{wall:.1f} s for the whole run; notes: {info['notes']}")
     return result, info, records

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers.projects import NODE
+from helpers.run_dirs import read_episodes
 
 SUITES = {
     # the reference agent's BabyAI rewards average about 0.9: this gate fails on the whole run
@@ -45,11 +46,8 @@ def agentgym(cwd: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def records(run_dir: Path) -> dict[tuple, dict]:
-    out = {}
-    for line in (run_dir / "episodes.jsonl").read_text().splitlines():
-        data = json.loads(line)
-        out[(data["env"], data["task_index"], data["repeat"])] = data
-    return out
+    """The run's records by episode key (env, task index, repeat)."""
+    return {(data["env"], data["task_index"], data["repeat"]): data for data in read_episodes(run_dir)}
 
 
 def run_json(run_dir: Path) -> dict:
