@@ -19,7 +19,7 @@ import pytest
 from pytest_agentgym.plugin import options
 from pytest_agentgym.plugin.fixtures import agentgym_episode, agentgym_run  # noqa: F401  (registered here)
 from pytest_agentgym.plugin.options import resolve_settings
-from pytest_agentgym.plugin.stash import HARNESS_KEY, NODE_SKIPPED_KEY, SETTINGS_KEY, SUITE_ERRORS_KEY
+from pytest_agentgym.plugin.stash import RUN_KEY, NODE_SKIPPED_KEY, SETTINGS_KEY, SUITE_ERRORS_KEY
 
 _SIGTERM_KEY = pytest.StashKey[object]()
 
@@ -111,24 +111,24 @@ def pytest_configure(config: pytest.Config) -> None:
                       else RunLedger.new(root, name))
         except LedgerError as exc:
             raise pytest.UsageError(str(exc)) from None
-    harness = EvaluationRun(settings, hook=config.hook, config=config, worker_input=worker_input, ledger=ledger)
-    config.stash[HARNESS_KEY] = harness  # from here on, unconfigure stops what the run started
+    run = EvaluationRun(settings, hook=config.hook, config=config, worker_input=worker_input, ledger=ledger)
+    config.stash[RUN_KEY] = run  # from here on, unconfigure stops what the run started
     from pytest_agentgym.plugin.session import ControllerSession, WorkerSession
 
     if _is_controller(config):
-        config.pluginmanager.register(ControllerSession(config, harness, xdist=_uses_xdist(config)),
+        config.pluginmanager.register(ControllerSession(config, run, xdist=_uses_xdist(config)),
                                       "agentgym-session")
         _stop_on_sigterm(config)
     else:
-        config.pluginmanager.register(WorkerSession(config, harness), "agentgym-session")
+        config.pluginmanager.register(WorkerSession(config, run), "agentgym-session")
     from pytest_agentgym.model.endpoint_settings import EndpointConfigError
 
     try:  # the servers of the suites named on the command line boot while the rest is
         # imported and collected; a bad model: section is a usage error, found now
         if _is_controller(config) and _runs_episodes(config):
-            harness.warm_up()
+            run.warm_up()
         elif worker_input is None:
-            harness.model_settings()
+            run.model_settings()
     except EndpointConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -149,6 +149,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     previous = config.stash.get(_SIGTERM_KEY, None)
     if previous is not None:
         signal.signal(signal.SIGTERM, previous)  # type: ignore[arg-type]
-    harness = config.stash.get(HARNESS_KEY, None)
-    if harness is not None:
-        harness.shutdown()
+    run = config.stash.get(RUN_KEY, None)
+    if run is not None:
+        run.shutdown()

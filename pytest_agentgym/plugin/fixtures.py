@@ -15,14 +15,14 @@ from typing import Any, Callable
 import pytest
 
 from pytest_agentgym.results.records import EpisodeRecord
-from pytest_agentgym.plugin.stash import HARNESS_KEY
+from pytest_agentgym.plugin.stash import RUN_KEY
 
 
 @pytest.fixture
 def agentgym_episode(request: pytest.FixtureRequest) -> Callable[..., EpisodeRecord]:
     """A function ``(env, task_index, *, repeat=1, max_rounds=None, episode_timeout=None,
     sampling=None, min_reward=None) -> EpisodeRecord`` that plays one episode."""
-    harness = request.config.stash[HARNESS_KEY]
+    run = request.config.stash[RUN_KEY]
     counter = {"n": 0}
 
     def play(env: str, task_index: int, *, repeat: int = 1, max_rounds: int | None = None,
@@ -30,7 +30,7 @@ def agentgym_episode(request: pytest.FixtureRequest) -> Callable[..., EpisodeRec
              min_reward: float | None = None) -> EpisodeRecord:
         counter["n"] += 1
         key = f"{request.node.nodeid}#{counter['n']}"
-        return harness.play(key, env, task_index, repeat=repeat, max_rounds=max_rounds,
+        return run.play(key, env, task_index, repeat=repeat, max_rounds=max_rounds,
                             episode_timeout=episode_timeout, sampling=sampling or {},
                             min_reward=min_reward, nodeid=request.node.nodeid)
 
@@ -40,4 +40,4 @@ def agentgym_episode(request: pytest.FixtureRequest) -> Callable[..., EpisodeRec
 @pytest.fixture
 def agentgym_run(request: pytest.FixtureRequest) -> Any:
     """The run's :class:`~pytest_agentgym.run.evaluation.EvaluationRun` (settings, run directory, ...)."""
-    return request.config.stash[HARNESS_KEY]
+    return request.config.stash[RUN_KEY]

@@ -87,14 +87,14 @@ class EpisodeItem(pytest.Item):
     def setup(self) -> None:
         from pytest_agentgym.results.records import outcome_of
         from pytest_agentgym.run.evaluation import RunAborted
-        from pytest_agentgym.plugin.stash import HARNESS_KEY
+        from pytest_agentgym.plugin.stash import RUN_KEY
 
-        harness = self.config.stash[HARNESS_KEY]
+        run = self.config.stash[RUN_KEY]
         try:
-            record = harness.result(self)
+            record = run.result(self)
         except RunAborted as exc:
             pytest.exit(f"agentgym: run stopped: {exc}", returncode=pytest.ExitCode.INTERRUPTED)
-        self.kept = record.generation < harness.ledger.generation
+        self.kept = record.generation < run.ledger.generation
         if self.kept:  # judged by today's suite (its min_reward may have changed)
             record = dataclasses.replace(record, min_reward=self.suite.min_reward, outcome=outcome_of(
                 record.error, record.reward, self.suite.min_reward, record.success))
@@ -104,7 +104,7 @@ class EpisodeItem(pytest.Item):
         self.user_properties.append(("rounds", record.rounds))
         self.user_properties.append(("outcome", record.outcome))
         if record.error is not None:
-            raise EpisodeInfraError(infra_message(record, harness.run_dir.logs))
+            raise EpisodeInfraError(infra_message(record, run.run_dir.logs))
 
     def runtest(self) -> None:
         record = self.record

@@ -48,9 +48,9 @@ def as_usage_error(function, *args):  # type: ignore[no-untyped-def]
 class _Session:
     """What both sides do: collect suite files, plan, attach records to reports."""
 
-    def __init__(self, config: pytest.Config, harness: Any) -> None:
+    def __init__(self, config: pytest.Config, run: Any) -> None:
         self.config = config
-        self.harness = harness
+        self.run = run
 
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
         if suites.is_suite_file(file_path):
@@ -66,7 +66,7 @@ class _Session:
         errors.extend(suites.out_of_range(episodes, config.stash[SETTINGS_KEY]))
         if errors:
             return
-        self.harness.plan(episodes)
+        self.run.plan(episodes)
         if config.stash[SETTINGS_KEY].shard is not None:
             self._take_shard(items)
 
@@ -74,10 +74,10 @@ class _Session:
         """Keep this shard's slice of ``items``; the rest are deselected (pytest's summary counts them)."""
         from pytest_agentgym.run import shards
 
-        harness = self.harness
-        kept, dropped, harness.selection = shards.select(
+        run = self.run
+        kept, dropped, run.selection = shards.select(
             items, self.config.stash[SETTINGS_KEY].shard,
-            lambda item: harness.plans[item.suite.environment].max_rounds
+            lambda item: run.plans[item.suite.environment].max_rounds
             if isinstance(item, episode_items.EpisodeItem) else None)
         if dropped:
             self.config.hook.pytest_deselected(items=dropped)
@@ -96,7 +96,7 @@ class _Session:
             return (yield)
         items = _episodes(session.items)
         if items:
-            as_usage_error(self.harness.prepare, items)
+            as_usage_error(self.run.prepare, items)
         self._before_items()
         result = yield
         self._after_items(session)
@@ -149,8 +149,8 @@ class _Session:
 class WorkerSession(_Session):
     """An xdist worker: plays the episodes of its items, reading ahead of the one running."""
 
-    def __init__(self, config: pytest.Config, harness: Any) -> None:
-        super().__init__(config, harness)
+    def __init__(self, config: pytest.Config, run: Any) -> None:
+        super().__init__(config, run)
         self._reader = None
 
     @pytest.hookimpl(tryfirst=True)
@@ -161,7 +161,7 @@ class WorkerSession(_Session):
         if self._reader is None:
             from pytest_agentgym.plugin.readahead import WorkerReadAhead
 
-            self._reader = WorkerReadAhead(item.config, self.harness.read_ahead, self.harness.withdraw,
+            self._reader = WorkerReadAhead(item.config, self.run.read_ahead, self.run.withdraw,
                                            lambda i: isinstance(i, episode_items.EpisodeItem))
         self._reader.before(item, item.session)
 
@@ -170,8 +170,8 @@ class ControllerSession(_Session):
     """The process that owns the servers and the endpoint, publishes each finished
     episode once and judges the run at the end."""
 
-    def __init__(self, config: pytest.Config, harness: Any, *, xdist: bool) -> None:
-        super().__init__(config, harness)
+    def __init__(self, config: pytest.Config, run: Any, *, xdist: bool) -> None:
+        super().__init__(config, run)
         self.xdist = xdist
 
     # -- start ------------------------------------------------------------------------------
@@ -183,14 +183,14 @@ class ControllerSession(_Session):
         if self.config.option.collectonly:
             return
         if self.xdist:
-            as_usage_error(self.harness.start_for_paths, self.config.args)
+            as_usage_error(self.run.start_for_paths, self.config.args)
         else:
-            self.harness.start()
+            self.run.start()
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         from pytest_agentgym.run.terminal import header_lines
 
-        return header_lines(self.harness, not config.option.collectonly and self.harness.has_suites)
+        return header_lines(self.run, not config.option.collectonly and self.run.has_suites)
 
     def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> list[str]:
         lines = []
@@ -203,21 +203,21 @@ class ControllerSession(_Session):
                          f"profile (envs.overrides.<Name>.url) and take them off its envs.skip list")
         from pytest_agentgym.run.terminal import sampling_lines
 
-        lines.extend(sampling_lines(self.harness))
+        lines.extend(sampling_lines(self.run))
         return lines
 
     # -- pytest-xdist ---------------------------------------------------------------------------
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node) -> None:  # type: ignore[no-untyped-def]
-        node.workerinput.update(self.harness.worker_input())
+        node.workerinput.update(self.run.worker_input())
 
     @pytest.hookimpl(optionalhook=True, tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log):  # type: ignore[no-untyped-def]
         """A run of episodes hands each worker its whole share at once (readahead.py)."""
         from pytest_agentgym.plugin.readahead import TAKEN_OVER, make_scheduler
 
-        if getattr(config.option, "dist", None) in TAKEN_OVER and self.harness.plans:
+        if getattr(config.option, "dist", None) in TAKEN_OVER and self.run.plans:
             return make_scheduler(config, log)
         return None
 
@@ -226,29 +226,29 @@ class ControllerSession(_Session):
         """pytest-xdist: a worker died while running ``crashitem``. Its episode gets an
         error record (harness:WorkerCrashed) in episodes.jsonl and NATS, and the item
         is reported as an error with a readable message."""
-        record = self.harness.record_crash(crashitem, str(report.longrepr))
+        record = self.run.record_crash(crashitem, str(report.longrepr))
         if record is not None:
             report.when = "setup"  # an error, not a policy failure
-            report.longrepr = episode_items.infra_message(record, self.harness.run_dir.logs)
+            report.longrepr = episode_items.infra_message(record, self.run.run_dir.logs)
             setattr(report, _RECORD_ATTR, record.to_dict())
 
     # -- the run ------------------------------------------------------------------------------
 
     def _before_items(self) -> None:
-        _show_notices(self.config, self.harness.start_notices)
+        _show_notices(self.config, self.run.start_notices)
 
     def _after_items(self, session: pytest.Session) -> None:
         """Aggregate gates, reported as test results of their own (so the terminal
         counts, --junitxml and the exit status include them)."""
-        self.harness.finish(session.exitstatus or 0)
-        session.testscollected += len(self.harness.verdicts)
-        for verdict in self.harness.verdicts:
-            self.config.hook.pytest_runtest_logreport(report=_gate_report(verdict, self.harness))
+        self.run.finish(session.exitstatus or 0)
+        session.testscollected += len(self.run.verdicts)
+        for verdict in self.run.verdicts:
+            self.config.hook.pytest_runtest_logreport(report=_gate_report(verdict, self.run))
 
     def _record_reported(self, report: pytest.TestReport) -> None:
         data = getattr(report, _RECORD_ATTR, None)
         if data is not None:
-            self.harness.episode_reported(data, kept=bool(getattr(report, _KEPT_ATTR, False)))
+            self.run.episode_reported(data, kept=bool(getattr(report, _KEPT_ATTR, False)))
 
     # -- the end --------------------------------------------------------------------------------
 
@@ -257,13 +257,13 @@ class ControllerSession(_Session):
         """Outermost. First: a run that did not reach the end of its loop (Ctrl-C, SIGTERM,
         -x, a crash) still gets its run.json, events and report (finish() is a no-op when
         done already). Last: after pytest's own summary line, say how the run ended."""
-        self.harness.finish(exitstatus, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+        self.run.finish(exitstatus, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
         result = yield
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             from pytest_agentgym.run.terminal import status_line
 
-            line = status_line(self.harness)
+            line = status_line(self.run)
             if line is not None:
                 reporter.write_line(line[0], **line[1])
         return result
@@ -271,7 +271,7 @@ class ControllerSession(_Session):
     def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:  # type: ignore[no-untyped-def]
         from pytest_agentgym.run.terminal import summary_lines
 
-        for line, markup in summary_lines(self.harness) if self.harness.finished else ():
+        for line, markup in summary_lines(self.run) if self.run.finished else ():
             terminalreporter.write_line(line, **markup)
 
 
@@ -287,8 +287,8 @@ def _show_notices(config: pytest.Config, start_notices: list) -> None:
         reporter.write_line(f"agentgym: {notice.text}", yellow=True)
 
 
-def _gate_report(verdict, harness) -> pytest.TestReport:  # type: ignore[no-untyped-def]
-    plan = harness.plans.get(verdict.env)
+def _gate_report(verdict, run) -> pytest.TestReport:  # type: ignore[no-untyped-def]
+    plan = run.plans.get(verdict.env)
     path = plan.gate_path if plan else "agentgym"
     name = f"{verdict.env}::gate[{verdict.gate}]"
     longrepr = None if verdict.passed else f"gate {verdict.outcome}: {verdict.env} {verdict.gate}: {verdict.detail}"

@@ -12,7 +12,7 @@ from pytest_agentgym.config.settings import Settings
 SETTINGS_KEY = pytest.StashKey[Settings]()
 #: Messages of suite files that could not be loaded (turned into one UsageError).
 SUITE_ERRORS_KEY = pytest.StashKey[list]()
-#: The run's harness (run.EvaluationRun); created in pytest_configure.
-HARNESS_KEY = pytest.StashKey[Any]()
+#: The run (run/evaluation.py EvaluationRun); created in pytest_configure.
+RUN_KEY = pytest.StashKey[Any]()
 #: Environments the node skips -> how many episodes of theirs were not collected.
 NODE_SKIPPED_KEY = pytest.StashKey[dict]()

@@ -35,10 +35,10 @@ def test_xdist_gives_the_same_reward_per_task_as_a_single_process(pytester):
 
 READ_AHEAD_CONFTEST = """
 import os
-from pytest_agentgym.plugin.stash import HARNESS_KEY
+from pytest_agentgym.plugin.stash import RUN_KEY
 
 def pytest_runtest_setup(item):
-    engine = item.config.stash[HARNESS_KEY].resources.engine
+    engine = item.config.stash[RUN_KEY].resources.engine
     if engine is None or not hasattr(item.config, "workerinput"):
         return
     ahead = sum(engine.submitted(other.nodeid) for other in item.session.items if other is not item)

@@ -255,8 +255,8 @@ def test_a_worker_killed_mid_episode_leaves_an_error_record(pytester):
             if item.name != "Maze[2]" or not hasattr(item.config, "workerinput"):
                 return
             def kill_when_in_flight():
-                from pytest_agentgym.plugin.stash import HARNESS_KEY
-                harness = item.config.stash[HARNESS_KEY]
+                from pytest_agentgym.plugin.stash import RUN_KEY
+                harness = item.config.stash[RUN_KEY]
                 deadline = time.monotonic() + 60
                 while time.monotonic() < deadline:
                     engine = harness.resources.engine
