@@ -3,7 +3,7 @@
     python benchmarks/compare_view.py [--episodes 4000] [--loads 3]
 
 Writes two synthetic finished runs of --episodes episodes each
-(tests/report_fixtures.synthetic_run with different seeds: four lightweight
+(tests/helpers/report_fixtures.synthetic_run with different seeds: four lightweight
 environments, 10-20 turns per episode, 55% passed, 40% failed, 5% errors, drawn
 independently, so about half of the keys change between the runs), judges them
 with compare_runs, writes the compare page (write_compare_html, gzip-packed by
@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from report_fixtures import HeadlessChromium, find_chromium, synthetic_run  # noqa: E402
+from helpers.report_fixtures import HeadlessChromium, find_chromium, synthetic_run  # noqa: E402
 
 from pytest_agentgym.compare import compare_runs  # noqa: E402
 from pytest_agentgym.report.compare_view import write_compare_html  # noqa: E402

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from nats_server import NatsServer, free_port, sample_run_events  # noqa: E402
+from helpers.nats_server import NatsServer, free_port, sample_run_events  # noqa: E402
 
 from pytest_agentgym.publish import EventPublisher  # noqa: E402
 

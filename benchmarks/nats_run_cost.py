@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from nats_server import NatsServer  # noqa: E402
+from helpers.nats_server import NatsServer  # noqa: E402
 
 
 def free_port() -> int:

@@ -2,7 +2,7 @@
 
     python benchmarks/report_10k.py [--episodes 10000] [--loads 3] [--keep DIR]
 
-Builds a synthetic finished run (tests/report_fixtures.synthetic_run: four
+Builds a synthetic finished run (tests/helpers/report_fixtures.synthetic_run: four
 lightweight environments, 10-20 turns per episode, observations of a few
 hundred characters in each environment's style, 5% errors, 3% retried),
 writes it through store.RunDir, renders report.html, and opens it in headless
@@ -26,7 +26,7 @@ and per variant:
               (data-trajectory set on <body>), for the last episode of the run
   nodes, heap DOM element count and JS heap in use after load
 
-Chromium is driven with --remote-debugging-pipe (tests/report_fixtures.HeadlessChromium).
+Chromium is driven with --remote-debugging-pipe (tests/helpers/report_fixtures.HeadlessChromium).
 Numbers depend on the machine; the run shows its CPU count next to them.
 """
 
@@ -44,7 +44,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from report_fixtures import HeadlessChromium, find_chromium, synthetic_run  # noqa: E402
+from helpers.report_fixtures import HeadlessChromium, find_chromium, synthetic_run  # noqa: E402
 
 _TIMING = """(() => {
   const nav = performance.getEntriesByType('navigation')[0];

@@ -411,7 +411,7 @@ _SYNTHETIC = ("import sys; from pathlib import Path\n"
 
 
 def _synthetic_run(tree: Path, where: Path, episodes: int) -> Path:
-    """A synthetic run made by ``tree``'s own tests/report_fixtures.py (the before tree's when
+    """A synthetic run made by ``tree``'s own tests/helpers/report_fixtures.py (the before tree's when
     there is one): newer records carry fields an older reader rejects line by line, and a
     before tree that skips every line renders an empty report in no time."""
     made = subprocess.run(

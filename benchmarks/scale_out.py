@@ -38,8 +38,9 @@ from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from nats_server import NatsServer  # noqa: E402
-from queue_fleet import Fleet, env_with_repo, records, suites, worker_profile  # noqa: E402
+from helpers.nats_server import NatsServer  # noqa: E402
+from helpers.queue_fleet import Fleet, env_with_repo, suites, worker_profile  # noqa: E402
+from helpers.run_dirs import read_episodes as records  # noqa: E402
 
 SLOTS = 4
 LATENCY_MS = 200

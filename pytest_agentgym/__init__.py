@@ -41,7 +41,7 @@ __all__ = [
 # name -> (module, attribute in it; None: the module itself). The targets are
 # strings, not import statements, on purpose: the modules that read __version__
 # from here (run/, rollouts/) must not appear to depend on the plugin package
-# in the import graph that lint-imports and tests/test_layering.py check.
+# in the import graph that lint-imports and tests/architecture/test_layering.py check.
 _LAZY: dict[str, tuple[str, str | None]] = {
     "EpisodeRecord": ("pytest_agentgym.results.records", "EpisodeRecord"),
     "Turn": ("pytest_agentgym.results.records", "Turn"),

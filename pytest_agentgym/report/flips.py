@@ -9,7 +9,7 @@ outcome grid shows the worst repeat; its tooltip counts every repeat.
 
 Colours come from the Okabe-Ito set and were checked to stay apart (CIE76
 ΔE > 20 between every two) for normal vision and simulated protanopia,
-deuteranopia and tritanopia (tests/test_compare_view.py). They are never the
+deuteranopia and tritanopia (tests/report/test_compare_view.py). They are never the
 only cue: the two flips carry a white triangle (down for pass → fail, up for
 fail → pass), every square has a tooltip in words and the legend names each.
 """
