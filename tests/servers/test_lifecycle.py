@@ -274,7 +274,10 @@ def test_server_ignoring_sigterm_is_killed_after_the_grace_period(tmp_path):
 
 
 HARNESS = textwrap.dedent("""
-    import sys, threading, time
+    import signal, sys, threading, time
+    # Ctrl-C raises KeyboardInterrupt even when this process was started with SIGINT ignored
+    # (a test run started in the background of a non-interactive shell passes that on)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.path.insert(0, {tests!r})
     from helpers.env_idx_server import command
     from pytest_agentgym.servers.lifecycle import ManagedServer
