@@ -27,7 +27,7 @@ from markupsafe import Markup
 
 from pytest_agentgym.results.jsonl import SkippedLine, finite_json, json_utf8, parse_line, read_records
 from pytest_agentgym.results.redact import redact_text
-from pytest_agentgym.results.records import EpisodeRecord, Turn
+from pytest_agentgym.results.records import EpisodeRecord, Turn, check_record_data
 
 #: Trajectory data (uncompressed JSON bytes) above which chunks are gzipped.
 COMPRESS_ABOVE = 2_000_000
@@ -298,6 +298,7 @@ def read_for_report(path: str | Path, compress: bool | None = None) -> PackedRun
     slots: list[int] = []
 
     def convert(data: dict[str, Any]) -> EpisodeRecord:
+        check_record_data(data)  # first: a line that is no record is skipped, as every reader skips it
         turns = turn_rows(data.get("turns", ()))
         record = EpisodeRecord.from_dict({**data, "turns": ()})
         slots.append(packer.add(record.env, trajectory_json(record, turns)))

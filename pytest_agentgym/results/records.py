@@ -152,7 +152,10 @@ class EpisodeRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "EpisodeRecord":
-        """Inverse of :meth:`to_dict`; unknown keys (from newer writers) are ignored."""
+        """Inverse of :meth:`to_dict`; unknown keys (from newer writers) are ignored.
+        Data that is not a record (not an object, a field of the wrong type) raises
+        TypeError or ValueError naming the field, so every reader skips the line."""
+        check_record_data(data)
         names = _field_names(cls)
         kwargs = {k: v for k, v in data.items() if k in names}
         kwargs["turns"] = tuple(Turn(**t) for t in data.get("turns", ()))
@@ -160,6 +163,77 @@ class EpisodeRecord:
         if data.get("error") is not None:
             kwargs["error"] = ErrorInfo(**data["error"])
         return cls(**kwargs)
+
+
+#: What each field of an episode record must be in episodes.jsonl (absent is fine: the
+#: dataclass says which fields are required). A line whose fields are not is not a record.
+_STRINGS = ("run_id", "env", "stop_reason", "started_at", "model")
+_OPTIONAL_STRINGS = ("outcome", "nodeid", "checkpoint", "node", "worker")
+_WHOLE_NUMBERS = ("task_index", "repeat", "rounds", "prompt_tokens", "completion_tokens", "generation")
+_OPTIONAL_WHOLE_NUMBERS = ("max_rounds",)
+#: (a non-finite float is written as null, with the record's ``non_finite`` naming it)
+_OPTIONAL_NUMBERS = ("reward", "min_reward", "score", "duration_s")
+_LISTS = ("turns", "retried")
+_OPTIONAL_MAPPINGS = ("error", "sampling")
+
+
+def check_record_data(data: Any) -> None:
+    """Raise TypeError (naming the field and what it holds) unless ``data`` has the shape
+    of an episode record. Non-finite rewards are numbers: the summaries leave them out."""
+    if not isinstance(data, dict):
+        raise TypeError(f"an episode record is a JSON object, this line holds {_kind(data)}")
+    wrong = _wrong_field(data)
+    if wrong is not None:
+        name, expected = wrong
+        value = data[name]
+        shown = "" if value is None or isinstance(value, (dict, list)) else f" {_shown(value)}"
+        raise TypeError(f"'{name}' must be {expected}, got {_kind(value)}{shown}")
+
+
+def _wrong_field(data: dict[str, Any]) -> tuple[str, str] | None:
+    get = data.get
+    for name in _STRINGS:
+        if name in data and not isinstance(get(name), str):
+            return name, "a string"
+    for name in _OPTIONAL_STRINGS:
+        if get(name) is not None and not isinstance(get(name), str):
+            return name, "a string or null"
+    for name in _WHOLE_NUMBERS:
+        if name in data and not _whole(get(name)):
+            return name, "a whole number"
+    for name in _OPTIONAL_WHOLE_NUMBERS:
+        if get(name) is not None and not _whole(get(name)):
+            return name, "a whole number or null"
+    for name in _OPTIONAL_NUMBERS:
+        if get(name) is not None and not _number(get(name)):
+            return name, "a number or null"
+    if "success" in data and not isinstance(get("success"), bool):
+        return "success", "true or false"
+    for name in _LISTS:
+        if name in data and not isinstance(get(name), (list, tuple)):
+            return name, "a list"
+    for name in _OPTIONAL_MAPPINGS:
+        if get(name) is not None and not isinstance(get(name), dict):
+            return name, "an object or null"
+    return None
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 @dataclass(frozen=True)

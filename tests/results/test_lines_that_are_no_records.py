@@ -1,0 +1,99 @@
+"""Readers never crash on a line of episodes.jsonl that is not a record.
+
+A line of the wrong JSON type (``[1,2,3]``, ``null``, a string) or with a field of
+the wrong type (``task_index: "1"``, ``reward: "abc"``) is skipped, with its line
+number and the reason, by every reader: the run directory, the report, compare,
+merge and resume. Found by trying the run directory as an adversary would.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_agentgym.compare.runs import load_run
+from pytest_agentgym.report.payload import read_for_report
+from pytest_agentgym.report.render import render_run_dir
+from pytest_agentgym.results.ledger import RunLedger
+from pytest_agentgym.results.records import check_record_data
+from pytest_agentgym.results.store import RunDir
+
+from helpers.report_fixtures import make_episode, make_info, write_run
+
+
+def _field(name: str, value) -> bytes:
+    data = make_episode("Maze", 9).to_dict()
+    data[name] = value
+    return (json.dumps(data) + "\n").encode()
+
+
+NOT_RECORDS = {
+    "a list": (b"[1, 2, 3]\n", "is a JSON object, this line holds a list"),
+    "null": (b"null\n", "this line holds null"),
+    "a string": (b'"episode"\n', "this line holds a string"),
+    "a number": (b"7\n", "this line holds a number"),
+    "task index as text": (_field("task_index", "1"), "'task_index' must be a whole number, got a string '1'"),
+    "reward as text": (_field("reward", "abc"), "'reward' must be a number or null, got a string 'abc'"),
+    "success as a number": (_field("success", 1), "'success' must be true or false, got a number 1"),
+    "env as a number": (_field("env", 3), "'env' must be a string, got a number 3"),
+    "repeat as a boolean": (_field("repeat", True), "'repeat' must be a whole number, got a boolean True"),
+    "turns as an object": (_field("turns", {"a": 1}), "'turns' must be a list, got an object"),
+    "error as a list": (_field("error", ["x"]), "'error' must be an object or null, got a list"),
+}
+
+
+def _run_with(tmp_path: Path, line: bytes) -> RunDir:
+    """A finished run of three Maze episodes and ``line`` between the second and third."""
+    run = write_run(tmp_path, make_info(environments=("Maze",), status="finished"),
+                    [make_episode("Maze", 0), make_episode("Maze", 1, outcome="failed")])
+    with run.episodes_file.open("ab") as handle:
+        handle.write(line)
+    run.append_episode(make_episode("Maze", 2))
+    return run
+
+
+@pytest.mark.parametrize("case", list(NOT_RECORDS))
+def test_every_reader_skips_a_line_that_is_no_record(tmp_path, case):
+    line, reason = NOT_RECORDS[case]
+    run = _run_with(tmp_path, line)
+
+    records, skipped = RunDir(run.path).read_episodes_report()
+    assert [r.task_index for r in records] == [0, 1, 2]
+    assert len(skipped) == 1 and skipped[0].line == 3 and reason in skipped[0].reason, skipped
+
+    report = read_for_report(run.episodes_file)  # the report's own reader
+    assert [r.task_index for r in report.records] == [0, 1, 2]
+    assert [(s.line, s.reason) for s in report.skipped] == [(s.line, s.reason) for s in skipped]
+    page = render_run_dir(run.path)
+    assert page.is_file()
+
+    loaded = load_run(run.path, "candidate")  # compare and trend
+    assert sorted(k[1] for k in loaded.keys) == [0, 1, 2]
+
+    ledger = RunLedger.resume(run.path)  # resume keeps the scored episodes
+    assert sorted(key[1] for key in ledger.kept) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("case", list(NOT_RECORDS))
+def test_merge_skips_a_line_that_is_no_record(tmp_path, case):
+    from pytest_agentgym.run.merge import load
+
+    line, reason = NOT_RECORDS[case]
+    run = _run_with(tmp_path, line)
+    info = json.loads(run.run_file.read_text())
+    info["shard"] = {"index": 1, "count": 1}
+    run.run_file.write_text(json.dumps(info))
+    shard = load(run.path)
+    assert [r.task_index for r in shard.records] == [0, 1, 2]
+    assert len(shard.skipped) == 1 and reason in shard.skipped[0]
+
+
+def test_a_record_of_the_harness_passes_the_check_and_a_non_finite_reward_is_a_number():
+    data = make_episode("Maze", 0).to_dict()
+    check_record_data(data)
+    check_record_data({**data, "reward": float("nan")})  # left out of the summaries, not a skipped line
+    check_record_data({**data, "reward": None, "min_reward": None, "max_rounds": None, "sampling": None})
+    with pytest.raises(TypeError, match="'max_rounds' must be a whole number or null, got a number 2.5"):
+        check_record_data({**data, "max_rounds": 2.5})
