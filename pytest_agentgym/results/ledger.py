@@ -2,6 +2,9 @@
 
 A :class:`RunLedger` owns ``run.json`` and ``episodes.jsonl`` of one run:
 
+* one process writes a run directory at a time: a new run and a resume take the
+  directory's lock (:mod:`pytest_agentgym.results.lock`) before they look at it,
+  and a second process is refused with the holder's pid and host;
 * a new run refuses a run directory that already holds a run (reusing a run id
   would silently mix two runs' episodes);
 * ``--agentgym-resume`` reopens one: the scored episodes of earlier generations
@@ -24,6 +27,7 @@ import socket
 from pathlib import Path
 from typing import Any, Iterable
 
+from pytest_agentgym.results.lock import RunDirBusy, RunLock
 from pytest_agentgym.results.records import EpisodeRecord, RunInfo, current_records
 from pytest_agentgym.results.store import LATEST, RunDir
 
@@ -116,6 +120,13 @@ def final_status(records: Iterable[EpisodeRecord], *, interrupted: bool = False)
     return "finished-with-errors" if scored < len(current) else "finished"
 
 
+def _lock(run_dir: RunDir) -> RunLock:
+    try:
+        return RunLock(run_dir.path).acquire()
+    except RunDirBusy as exc:
+        raise LedgerError(str(exc)) from None
+
+
 # -- finding a run -----------------------------------------------------------------------
 
 
@@ -155,6 +166,8 @@ class RunLedger:
         #: (env, task, repeat) -> the scored record an earlier generation left
         self.kept: dict[tuple[str, int, int], EpisodeRecord] = kept or {}
         self.info: RunInfo | None = None
+        #: the run directory's lock, held by the process that writes the run (not by xdist workers)
+        self.lock: RunLock | None = None
 
     @property
     def resuming(self) -> bool:
@@ -164,9 +177,11 @@ class RunLedger:
 
     @classmethod
     def new(cls, reports: Path, run_id: str) -> "RunLedger":
-        """A new run; its directory must not hold a run already."""
+        """A new run, holding its directory's lock; the directory must not hold a run already."""
         run_dir = RunDir(reports / run_id)
+        lock = _lock(run_dir)
         if run_dir.run_file.is_file() or run_dir.episodes_file.is_file():
+            lock.release()
             info = settle_crashed(run_dir)
             held = len(current_records(run_dir.read_episodes()))
             status = info.status if info else "no run.json"
@@ -175,22 +190,40 @@ class RunLedger:
                 f"status {status}); continue it with --agentgym-resume={run_dir.path}, or pick "
                 f"another id with --agentgym-run-id (or leave it out for a fresh one)"
             )
-        return cls(run_dir)
+        ledger = cls(run_dir)
+        ledger.lock = lock
+        return ledger
 
     @classmethod
     def resume(cls, path: Path) -> "RunLedger":
-        """Reopen the run in ``path`` for another generation."""
+        """Reopen the run in ``path`` for another generation, holding its lock."""
         run_dir = RunDir(path)
-        info = settle_crashed(run_dir)
-        if info is None:
-            raise LedgerError(f"{path} has episodes but no run.json; it cannot be resumed "
-                              f"(its settings are unknown): start a new run")
-        if info.status == "running" and process_alive(info.process):
-            raise LedgerError(f"run {info.run_id} in {path} is still running (process "
-                              f"{info.process.get('pid')}); wait for it or stop it before resuming")
+        if not run_dir.run_file.is_file() and not run_dir.episodes_file.is_file():
+            raise LedgerError(f"{path} holds no run (no run.json or episodes.jsonl); give the directory "
+                              f"of a run to resume")
+        lock = _lock(run_dir)
+        try:
+            info = settle_crashed(run_dir)
+            if info is None:
+                raise LedgerError(f"{path} has episodes but no run.json; it cannot be resumed "
+                                  f"(its settings are unknown): start a new run")
+            if info.status == "running" and process_alive(info.process):
+                # the lock is free, yet its writer lives: a version of the plugin before the lock
+                raise LedgerError(f"run {info.run_id} in {path} is still running (process "
+                                  f"{info.process.get('pid')}); wait for it or stop it before resuming")
+        except BaseException:
+            lock.release()
+            raise
         current = current_records(run_dir.read_episodes())
         kept = {r.key: r for r in current if r.error is None}
-        return cls(run_dir, generation=info.generation + 1, previous=info, kept=kept)
+        ledger = cls(run_dir, generation=info.generation + 1, previous=info, kept=kept)
+        ledger.lock = lock
+        return ledger
+
+    def release(self) -> None:
+        """Let go of the run directory's lock (the process is done writing)."""
+        if self.lock is not None:
+            self.lock.release()
 
     @classmethod
     def for_worker(cls, run_dir: RunDir, generation: int) -> "RunLedger":

@@ -424,6 +424,7 @@ class EvaluationRun:
         self.resources.close_publisher(timeout=2.0)
         self.resources.stop()
         self.ledger.close_log()
+        self.ledger.release()
 
     @property
     def finished(self) -> bool:

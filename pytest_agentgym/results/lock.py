@@ -1,0 +1,125 @@
+"""One writer per run directory.
+
+A process that writes a run (a pytest run, a resume, a shard, a merge into a
+run directory, the rollout service) holds an exclusive lock on
+``<run_dir>/.lock`` for as long as it writes. A second process that asks for the
+same directory is refused at once with the holder's pid and host, whichever of
+the two started first, including two started at the same instant: the lock is
+taken before anything in the directory is read or written.
+
+The lock is an ``flock`` on an open file, so the kernel lets go of it when its
+process dies however it dies (SIGKILL included): a dead run's lock is taken
+over by the next process without any clean-up, and that run is then found
+``crashed`` from its run.json as before (:func:`~pytest_agentgym.results.ledger.settle_crashed`).
+The file itself names the holder (JSON ``{pid, host, started, command}``) so that
+the refusal can say who holds it; the name is advice, the flock is the lock.
+
+xdist workers of a run append under the run's lock-holding controller and take
+no lock of their own (their appends are serialised by
+:mod:`pytest_agentgym.results.jsonl`).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+LOCK_FILE = ".lock"
+
+
+class RunDirBusy(ValueError):
+    """Another live process writes this run directory; the message names it."""
+
+    def __init__(self, path: Path, holder: dict[str, Any]) -> None:
+        self.path = path
+        self.holder = holder
+        who = (f"process {holder.get('pid', '?')} on host {holder.get('host', '?')}"
+               if holder else "another process (it has not written its name yet)")
+        command = f" ({holder['command']})" if holder.get("command") else ""
+        super().__init__(
+            f"{path} is in use by {who}{command}: one process writes a run directory at a time. "
+            f"Wait for it to end (or stop it), then resume with --agentgym-resume={path}; "
+            f"or give this run another --agentgym-run-id")
+
+
+def _read_holder(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8") or "{}")
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _command() -> str:
+    """This process's command line as a user typed it (``pytest ...`` for ``python -m pytest``)."""
+    program = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("python")
+    name = program.parent.name if program.name == "__main__.py" else program.name
+    return " ".join([name, *sys.argv[1:]])[:300]
+
+
+class RunLock:
+    """The exclusive lock of one run directory, held from :meth:`acquire` to :meth:`release`."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / LOCK_FILE
+        self._fd: int | None = None
+        #: whether acquire() made the directory (release() then removes it when nothing was written)
+        self._made_dir = False
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self) -> "RunLock":
+        """Take the lock or raise :class:`RunDirBusy`. Idempotent for the holder."""
+        if self._fd is not None:
+            return self
+        from pytest_agentgym.results.ledger import this_process
+
+        self._made_dir = not self.run_dir.exists()
+        while True:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise
+                raise RunDirBusy(self.run_dir, _read_holder(self.path)) from None
+            # the holder before us may have removed the file between our open and our
+            # flock (release() of a directory it made and left empty): lock the file
+            # that is there now, not the unlinked one
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        holder = {**this_process(), "command": _command()}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(holder) + "\n").encode("utf-8"), 0)
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        """Let go of the lock (and remove the directory when acquire() made it and the run
+        wrote nothing into it: a run of other tests leaves no empty run directory)."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            if self._made_dir and {p.name for p in self.run_dir.iterdir()} <= {LOCK_FILE}:
+                self.path.unlink(missing_ok=True)
+                self.run_dir.rmdir()
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
