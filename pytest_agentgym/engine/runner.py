@@ -122,12 +122,19 @@ class Engine:
         """Cancel what has not finished, close the clients, and stop the loop."""
         if not self._loop.is_running():
             return
-        for future in self._futures.values():
-            future.cancel()
+
+        async def cancel_then_close() -> None:
+            # On the loop's thread, over a snapshot: cancelling runs the futures' callbacks
+            # (a caller's forget() among them), which take keys out of self._futures.
+            for future in list(self._futures.values()):
+                future.cancel()
+            await self._aclose()
+
         try:
-            asyncio.run_coroutine_threadsafe(self._aclose(), self._loop).result(timeout)
+            asyncio.run_coroutine_threadsafe(cancel_then_close(), self._loop).result(timeout)
         except (concurrent.futures.TimeoutError, RuntimeError):
-            pass
+            for future in list(self._futures.values()):  # the loop did not get to it: from here
+                future.cancel()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout)
 

@@ -27,7 +27,7 @@ import socket
 from pathlib import Path
 from typing import Any, Iterable
 
-from pytest_agentgym.results.lock import RunDirBusy, RunLock
+from pytest_agentgym.results.lock import RunDirBusy, RunLock, this_process
 from pytest_agentgym.results.records import EpisodeRecord, RunInfo, current_records
 from pytest_agentgym.results.store import LATEST, RunDir
 
@@ -37,14 +37,6 @@ class LedgerError(ValueError):
 
 
 # -- the process that writes a run -------------------------------------------------------
-
-
-def this_process() -> dict[str, Any]:
-    """``{pid, host, started}`` of the calling process (``started``: its start time)."""
-    import psutil
-
-    return {"pid": os.getpid(), "host": socket.gethostname(),
-            "started": round(psutil.Process().create_time(), 2)}
 
 
 def process_alive(process: dict[str, Any]) -> bool | None:

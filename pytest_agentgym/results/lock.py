@@ -25,6 +25,7 @@ import errno
 import fcntl
 import json
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,15 @@ def _read_holder(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def this_process() -> dict[str, Any]:
+    """``{pid, host, started}`` of the calling process (``started``: its start time): what
+    run.json records of its writer, and the lock file of its holder."""
+    import psutil
+
+    return {"pid": os.getpid(), "host": socket.gethostname(),
+            "started": round(psutil.Process().create_time(), 2)}
+
+
 def _command() -> str:
     """This process's command line as a user typed it (``pytest ...`` for ``python -m pytest``)."""
     program = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("python")
@@ -80,8 +90,6 @@ class RunLock:
         """Take the lock or raise :class:`RunDirBusy`. Idempotent for the holder."""
         if self._fd is not None:
             return self
-        from pytest_agentgym.results.ledger import this_process
-
         self._made_dir = not self.run_dir.exists()
         while True:
             self.run_dir.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,9 @@
 client is not held on one HTTP request while a large batch plays.
 
 A job's answers are built once each, when first asked for. Finished jobs are
-kept (the newest :data:`KEEP_FINISHED`) until the service stops.
+kept until the service stops, the newest first, as long as there are at most
+:data:`KEEP_FINISHED` of them holding at most ``keep_rollouts`` rollouts in all
+(the service's queue limit), so what is kept for GET is bounded as the queue is.
 """
 
 from __future__ import annotations
@@ -44,8 +46,9 @@ class Job:
 
 
 class Jobs:
-    def __init__(self, keep_finished: int = KEEP_FINISHED) -> None:
+    def __init__(self, keep_finished: int = KEEP_FINISHED, keep_rollouts: int | None = None) -> None:
         self.keep_finished = keep_finished
+        self.keep_rollouts = keep_rollouts
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
         self._count = itertools.count(1)
@@ -54,9 +57,13 @@ class Jobs:
         job = Job(f"job-{next(self._count)}-{uuid.uuid4().hex[:8]}", pending, facts)
         with self._lock:
             self._jobs[job.id] = job
-            finished = [j for j in self._jobs.values() if j.done]
-            for old in finished[:max(0, len(finished) - self.keep_finished)]:
+            finished = [j for j in self._jobs.values() if j.done]  # oldest first
+            kept = sum(len(j.pending) for j in finished)
+            while finished and (len(finished) > self.keep_finished
+                                or (self.keep_rollouts is not None and kept > self.keep_rollouts)):
+                old = finished.pop(0)
                 del self._jobs[old.id]
+                kept -= len(old.pending)
         return job
 
     def get(self, job_id: str) -> Job | None:

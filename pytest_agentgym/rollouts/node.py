@@ -44,6 +44,9 @@ class RolloutNode:
     episode_retries: int = 1
     nats: str | None = None
     create_stream: bool = False
+    #: the OpenAI base URLs of the node's model endpoints that have one (``model.endpoints``;
+    #: a launched endpoint has none): where the service's API key may go by default
+    model_urls: tuple[str, ...] = ()
     #: the profile as the one loader read it (config/profile.py)
     node: NodeProfile = None  # type: ignore[assignment]
 
@@ -68,7 +71,7 @@ class RolloutNode:
             max_rounds=loaded.max_rounds, episode_timeout=loaded.episode_timeout,
             sampling=sampling, request_timeout=model.request_timeout, model_retries=model.retries,
             nats=nats if nats is not None else loaded.nats_url, create_stream=loaded.create_stream,
-            node=loaded,
+            model_urls=tuple(e.base_url for e in model.endpoints if e.url is not None), node=loaded,
         )
 
     def served(self) -> list[str]:

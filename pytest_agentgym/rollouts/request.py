@@ -5,7 +5,9 @@
      "n": 4, "sampling": {"temperature": 1.0, "logprobs": true}, "seed": 7}
 
 Anything wrong is a :class:`BadRollouts` whose message says which key, what
-was wrong and what to send instead; the service answers it with HTTP 400.
+was wrong and what to send instead; the service answers it with HTTP 400. A
+message shows what was sent through :func:`shown`, cut to a short prefix: a
+body may be up to a megabyte, and an error never echoes it whole.
 
 The batch gives the model server's address as a trainer knows it (vLLM's
 ``http://172.17.0.1:8001``); the OpenAI paths hang off ``/v1``, which
@@ -16,6 +18,7 @@ TensorZero's ``.../openai/v1``). Whether it answers is
 
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import urlsplit
@@ -30,6 +33,32 @@ REQUIRED = ("env", "model", "ids")
 OPTIONAL = ("base_url", "max_round", "n", "sampling", "seed")
 #: The most rollouts one request may ask for (ids x n); a bigger batch is split by the client.
 MAX_ROLLOUTS = 10_000
+#: The longest base_url taken.
+MAX_URL_CHARS = 2048
+
+
+#: The most characters of a sent value an error message shows.
+SHOWN_CHARS = 80
+
+_short = reprlib.Repr()
+_short.maxstring, _short.maxother, _short.maxlist, _short.maxdict, _short.maxlevel = SHOWN_CHARS, SHOWN_CHARS, 6, 4, 2
+
+
+def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
+    """``repr(value)`` cut to about ``limit`` characters, saying how long a long string was:
+    what an error message may echo of what a caller sent."""
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}... ({len(value)} characters)"
+    text = _short.repr(value)
+    return text if len(text) <= limit + 10 else text[:limit] + "..."
+
+
+def shown_list(values: Any, limit: int = 5) -> str:
+    """The first ``limit`` of ``values``, each :func:`shown` (short strings bare), and how many more."""
+    values = list(values)
+    items = [v if isinstance(v, str) and len(v) <= SHOWN_CHARS else shown(v) for v in values[:limit]]
+    more = f" and {len(values) - limit} more" if len(values) > limit else ""
+    return ", ".join(items) + more
 
 
 class BadRollouts(ValueError):
@@ -63,7 +92,7 @@ class RolloutBatch:
 
 def _whole(value: Any, key: str, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise BadRollouts(f"'{key}' must be a whole number >= {low}, got {value!r}")
+        raise BadRollouts(f"'{key}' must be a whole number >= {low}, got {shown(value)}")
     return value
 
 
@@ -73,7 +102,7 @@ def parse_batch(body: Any, node: RolloutNode, *, default_base_url: str | None = 
         raise BadRollouts(f"the body must be a JSON object such as {EXAMPLE}, got {type(body).__name__}")
     unknown = sorted(set(body) - set(REQUIRED) - set(OPTIONAL))
     if unknown:
-        raise BadRollouts(f"unknown key(s) {', '.join(unknown)}; a batch has {', '.join(REQUIRED)} and "
+        raise BadRollouts(f"unknown key(s) {shown_list(unknown)}; a batch has {', '.join(REQUIRED)} and "
                           f"optionally {', '.join(OPTIONAL)}")
     missing = [key for key in REQUIRED if key not in body]
     if "base_url" not in body and default_base_url is None:
@@ -83,7 +112,7 @@ def parse_batch(body: Any, node: RolloutNode, *, default_base_url: str | None = 
     spec = _env(body["env"], node)
     model = body["model"]
     if not isinstance(model, str) or not model.strip():
-        raise BadRollouts(f"'model' must be the served model's name (a non-empty string), got {model!r}")
+        raise BadRollouts(f"'model' must be the served model's name (a non-empty string), got {shown(model)}")
     base_url = openai_base(body.get("base_url", default_base_url))
     ids = _ids(body["ids"], spec)
     max_rounds = _whole(body["max_round"], "max_round", 1) if body.get("max_round") is not None \
@@ -95,7 +124,7 @@ def parse_batch(body: Any, node: RolloutNode, *, default_base_url: str | None = 
     sampling = body.get("sampling") or {}
     if not isinstance(sampling, Mapping):
         raise BadRollouts(f"'sampling' must be an object such as {{\"temperature\": 1.0, \"top_p\": 0.95, "
-                          f"\"max_tokens\": 512}}, got {sampling!r}")
+                          f"\"max_tokens\": 512}}, got {shown(sampling)}")
     seed = body.get("seed")
     if seed is not None and "seed" in sampling:
         raise BadRollouts("give the seed once: as 'seed' or as 'sampling.seed', not both")
@@ -103,14 +132,36 @@ def parse_batch(body: Any, node: RolloutNode, *, default_base_url: str | None = 
     try:
         Sampling.from_mapping(merged, where="sampling")
     except ValueError as exc:
-        raise BadRollouts(str(exc)) from None
+        raise BadRollouts(_sampling_error(merged, exc)) from None
     if seed is None:
         seed = merged.get("seed")
     merged.pop("seed", None)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise BadRollouts(f"'seed' must be a whole number, got {seed!r}")
+        raise BadRollouts(f"'seed' must be a whole number, got {shown(seed)}")
     return RolloutBatch(spec=spec, model=model.strip(), base_url=base_url, ids=ids, max_rounds=max_rounds,
                         n=n, sampling=merged, seed=seed)
+
+
+def _sampling_error(sampling: Mapping[str, Any], error: ValueError) -> str:
+    """The sampling check's message with the keys and values it echoes cut short: the
+    check is run again on a copy whose long keys and values are shortened."""
+    def short(value: Any) -> Any:
+        if isinstance(value, str) and len(value) > SHOWN_CHARS:
+            return value[:SHOWN_CHARS] + "..."
+        if isinstance(value, (list, tuple)):
+            return [short(v) for v in value[:6]]
+        if isinstance(value, Mapping):
+            return {short(str(k)): short(v) for k, v in list(value.items())[:4]}
+        return value
+
+    copy = {short(str(k)): short(v) for k, v in list(sampling.items())[:20]}
+    try:
+        Sampling.from_mapping(copy, where="sampling")
+    except ValueError as shorter:
+        message = str(shorter)
+    else:
+        message = str(error)
+    return message if len(message) <= 1000 else message[:1000] + "..."
 
 
 EXAMPLE = ('{"env": "textcraft", "model": "model-name", "base_url": "http://127.0.0.1:8001", '
@@ -120,12 +171,19 @@ EXAMPLE = ('{"env": "textcraft", "model": "model-name", "base_url": "http://127.
 def openai_base(value: Any) -> str:
     """``http://host:8001`` -> ``http://host:8001/v1``; a URL ending in /v1 is kept."""
     if not isinstance(value, str) or not value.strip():
-        raise BadRollouts(f"'base_url' must be the model server's URL, e.g. http://127.0.0.1:8001, got {value!r}")
+        raise BadRollouts(f"'base_url' must be the model server's URL, e.g. http://127.0.0.1:8001, "
+                          f"got {shown(value)}")
     url = value.strip()
-    parts = urlsplit(url)
+    if len(url) > MAX_URL_CHARS:
+        raise BadRollouts(f"'base_url' has {len(url)} characters, more than the {MAX_URL_CHARS} a model server's "
+                          f"address may have: {shown(redact_url(url))}")
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise BadRollouts(f"'base_url' is not a URL ({exc}): {shown(redact_url(url))}") from None
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise BadRollouts(f"'base_url' must start with http:// or https:// and name a host, "
-                          f"got {redact_url(url)!r}")
+                          f"got {shown(redact_url(url))}")
     if parts.path.rstrip("/").endswith("/v1"):
         base, question, query = url.partition("?")
         return base.rstrip("/") + question + query
@@ -140,21 +198,22 @@ def _env(value: Any, node: RolloutNode) -> EnvSpec:
     if spec is not None:
         return spec
     if node.skipped(value.strip()):
-        raise BadRollouts(f"environment {value!r} is skipped on node {node.name} (its envs.skip in {node.file}); "
+        raise BadRollouts(f"environment {shown(value)} is skipped on node {node.name} (its envs.skip in {node.file}); "
                           f"known here: {', '.join(served)}, or start the service with another --node")
-    raise BadRollouts(f"unknown environment {value!r}; known on node {node.name}: {', '.join(served)} "
+    raise BadRollouts(f"unknown environment {shown(value)}; known on node {node.name}: {', '.join(served)} "
                       f"(names are case-insensitive)")
 
 
 def _ids(value: Any, spec: EnvSpec) -> tuple[int, ...]:
     if not isinstance(value, list) or not value:
-        raise BadRollouts(f"'ids' must be a non-empty list of task indices such as [0, 1, 2, 3], got {value!r}")
+        raise BadRollouts(f"'ids' must be a non-empty list of task indices such as [0, 1, 2, 3], "
+                          f"got {shown(value)}")
     bad = [v for v in value if isinstance(v, bool) or not isinstance(v, int)]
     if bad:
-        raise BadRollouts(f"'ids' must hold whole numbers (task indices); not {bad[0]!r}")
+        raise BadRollouts(f"'ids' must hold whole numbers (task indices); not {shown(bad[0])}")
     low, high = spec.task_range()
     outside = [v for v in value if v < low or (high is not None and v > high)]
     if outside:
         have = f"{low}-{high}" if high is not None else f"{low} and up"
-        raise BadRollouts(f"id(s) {', '.join(map(str, outside[:10]))} out of range: {spec.name} has tasks {have}")
+        raise BadRollouts(f"id(s) {shown_list(outside, 10)} out of range: {spec.name} has tasks {have}")
     return tuple(value)

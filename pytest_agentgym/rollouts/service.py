@@ -11,16 +11,27 @@ without its per-token data) and, when the node publishes, sent to NATS as
 report.html is written. Within the run directory an episode's ``repeat`` counts
 the rollouts of its (environment, task) so far, so every rollout keeps its own
 record.
+
+Two bounds keep the service safe to expose to a trainer it does not control:
+its API key goes only to base URLs on its allow-list
+(:class:`~pytest_agentgym.rollouts.access.KeyAllowList`; an engine for any other
+endpoint sends no key), and at most ``max_queued`` rollouts are queued or
+playing at once across every batch (:meth:`RolloutService.submit` refuses one
+that would pass it with :class:`QueueFull`), so memory stays bounded whatever
+is posted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import dataclasses
 import itertools
 import logging
+import math
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -32,13 +43,36 @@ from pytest_agentgym.envs.base import EnvAdapter
 from pytest_agentgym.engine.episode import EpisodeRequest
 from pytest_agentgym.results.ledger import RunLedger, final_status, git_commit
 from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo, RunInfo
+from pytest_agentgym.rollouts.access import KeyAllowList
 from pytest_agentgym.rollouts.answer import rollout_answer, without_token_data
 from pytest_agentgym.rollouts.node import RolloutNode
 from pytest_agentgym.run import factory
 from pytest_agentgym.run.requests import build
-from pytest_agentgym.rollouts.request import RolloutBatch
+from pytest_agentgym.rollouts.request import MAX_ROLLOUTS, BadRollouts, RolloutBatch
 
 log = logging.getLogger("pytest_agentgym.rollouts")
+
+#: Rollouts queued or playing at once, across every batch (``--max-queued``): two
+#: batches of the largest size, one playing and the next waiting. A queued rollout
+#: costs about 5 KB of memory before it plays (docs/training.md).
+DEFAULT_MAX_QUEUED = 2 * MAX_ROLLOUTS
+#: Retry-After bounds, in seconds, for a batch refused as the queue is full.
+RETRY_AFTER_S = (1, 300)
+
+
+class QueueFull(Exception):
+    """A batch that would take the rollouts queued past the service's limit (HTTP 429)."""
+
+    def __init__(self, *, queued: int, limit: int, asked: int, retry_after: int) -> None:
+        super().__init__(
+            f"{queued} rollouts are queued or playing and this service takes at most {limit} at once "
+            f"(--max-queued); this batch of {asked} would pass that: send it again in about "
+            f"{retry_after} s (Retry-After), or send smaller batches")
+        self.queued, self.limit, self.asked, self.retry_after = queued, limit, asked, retry_after
+
+
+class ServiceStopping(Exception):
+    """A batch posted while the service shuts down (HTTP 503)."""
 
 
 def _now() -> str:
@@ -71,9 +105,24 @@ class Pending:
 
 class RolloutService:
     def __init__(self, node: RolloutNode, *, reports: Path, run_id: str | None = None,
-                 api_key_env: str | None = None, command: str = "pytest-agentgym rollout-server") -> None:
+                 api_key_env: str | None = None, key_allow_list: KeyAllowList | None = None,
+                 max_queued: int = DEFAULT_MAX_QUEUED,
+                 command: str = "pytest-agentgym rollout-server") -> None:
+        if isinstance(max_queued, bool) or not isinstance(max_queued, int) or max_queued < 1:
+            raise ValueError(f"--max-queued must be a whole number >= 1, got {max_queued!r}")
         self.node = node
+        #: the variable holding the service's API key (None: it holds none, and sends none)
         self.api_key_env = api_key_env
+        #: where that key may go: by default the node's model endpoints only
+        self.key_allow_list = key_allow_list or KeyAllowList(node.model_urls)
+        self.max_queued = max_queued
+        #: rollouts accepted and not finished (queued or playing), and the most there ever were
+        self.queued = 0
+        self.queued_peak = 0
+        self._finish_times: collections.deque[float] = collections.deque(maxlen=200)
+        #: set once the service stops taking work (SIGTERM): what is queued then is cancelled
+        self.stopping = False
+        self.interrupted = False
         self.run_id = run_id or "rollouts-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
         self.ledger = RunLedger.new(Path(reports).resolve(), self.run_id)  # LedgerError when the id is taken
         self.command = command
@@ -126,17 +175,28 @@ class RolloutService:
             self._publisher.publish(field_status(self.ledger.info, "started", {}))
         return lines
 
+    def stop(self) -> None:
+        """Take no more work and cancel every rollout queued or playing (each is answered
+        as cancelled, so no caller waits on it); the run is ``interrupted`` when there
+        were any. Idempotent; :meth:`close` calls it first."""
+        with self._lock:
+            if self.stopping:
+                return
+            self.stopping = True
+            self.interrupted = self.queued > 0
+            engines = list(self._engines.values())
+        for engine in engines:
+            engine.close()
+
     def close(self) -> None:
         """Stop the engines (cancelling what runs), write run.json's final state and the
         report, close NATS, stop the servers started here. Idempotent."""
         if self.closed:
             return
         self.closed = True
-        interrupted = self.in_flight() > 0
-        for engine in list(self._engines.values()):
-            engine.close()
+        self.stop()
         records = self.ledger.records()
-        status = final_status(records, interrupted=interrupted) if records else "no-episode-scored"
+        status = final_status(records, interrupted=self.interrupted)  # interrupted even before any finished
         counts = {"episodes": len(records), "errors": sum(1 for r in records if r.error is not None)}
         models = sorted({r.model for r in records}) or ["none"]
         info = dataclasses.replace(self.ledger.info, ended_at=_now(), status=status, counts=counts,
@@ -160,9 +220,11 @@ class RolloutService:
 
             self._publisher.publish(field_status(info, status, counts))
             self._publisher.close(timeout=5.0)
-        if self._pool is not None:
-            self._pool.stop_all()
+        with self._env_lock:  # no server is being started meanwhile
+            if self._pool is not None:
+                self._pool.stop_all()
         self.ledger.close_log()
+        self.ledger.release()
 
     # -- environment servers ------------------------------------------------------------
 
@@ -174,7 +236,7 @@ class RolloutService:
         with self._env_lock:
             if name not in self.adapters:
                 self.adapters[name] = adapter_class(name)(self.node.specs[name].prompt_template)
-            if name in self.env_urls:
+            if name in self.env_urls or self.stopping:  # stopping: submit cancels the batch
                 return None
             if self._pool is None:
                 self._pool = factory.server_pool(self.node.specs, self.node.servers_mode, self.ledger.run_dir.logs)
@@ -191,16 +253,26 @@ class RolloutService:
 
     # -- engines --------------------------------------------------------------------------
 
-    def engine_for(self, base_url: str, model: str) -> Engine:
-        """The engine playing against ``model`` at ``base_url`` (made on first use; blocking)."""
+    def key_env_for(self, base_url: str) -> str | None:
+        """The variable of the key to send to ``base_url``: the service's, when the URL is
+        on its allow-list; None (no key sent) otherwise."""
+        if self.api_key_env and self.key_allow_list.allows(base_url):
+            return self.api_key_env
+        return None
+
+    def engine_for(self, base_url: str, model: str) -> Engine | None:
+        """The engine playing against ``model`` at ``base_url`` (made on first use; blocking);
+        None once the service is stopping."""
         with self._lock:
+            if self.stopping:
+                return None
             key = (base_url, model)
             if key not in self._engines:
                 self._engines[key] = self._make_engine(base_url, model)
             return self._engines[key]
 
     def _make_engine(self, base_url: str, model: str) -> Engine:
-        node, api_key_env = self.node, self.api_key_env
+        node, api_key_env = self.node, self.key_env_for(base_url)
 
         def model_factory() -> Any:
             return factory.model(base_url, model, api_key_env=api_key_env, request_timeout=node.request_timeout,
@@ -218,6 +290,7 @@ class RolloutService:
             log.error("rollout %s not written: %s", record.episode_id, exc)
         with self._lock:
             self.finished += 1
+            self._finish_times.append(time.monotonic())
         if self._publisher is not None:
             from pytest_agentgym.results.events import episode_completed
 
@@ -233,30 +306,83 @@ class RolloutService:
             self._repeats[(env, task)] = self._repeats.get((env, task), 0) + 1
             return self._repeats[(env, task)]
 
+    # -- the queue ----------------------------------------------------------------------------
+
+    def reserve(self, count: int) -> None:
+        """Count ``count`` more rollouts as queued, or refuse: :class:`BadRollouts` when
+        the batch alone is over the limit, :class:`QueueFull` when it would take the
+        queue past it now, :class:`ServiceStopping` once the service stops."""
+        with self._lock:
+            if self.stopping:
+                raise ServiceStopping("the rollout service is shutting down; send the batch to its successor")
+            if count > self.max_queued:
+                raise BadRollouts(f"this batch has {count} rollouts and this service queues at most "
+                                  f"{self.max_queued} at once (--max-queued): split the batch")
+            if self.queued + count > self.max_queued:
+                raise QueueFull(queued=self.queued, limit=self.max_queued, asked=count,
+                                retry_after=self._retry_after(self.queued + count - self.max_queued))
+            self.queued += count
+            self.queued_peak = max(self.queued_peak, self.queued)
+
+    def _release(self, _future: object = None, count: int = 1) -> None:
+        with self._lock:
+            self.queued -= count
+
+    def _retry_after(self, excess: int) -> int:
+        """Seconds until about ``excess`` rollouts will have finished, at the recent pace
+        (10 s when nothing has finished lately), within :data:`RETRY_AFTER_S`."""
+        times = self._finish_times
+        low, high = RETRY_AFTER_S
+        if len(times) < 2 or times[-1] <= times[0]:
+            return 10
+        rate = (len(times) - 1) / (times[-1] - times[0])
+        return int(min(high, max(low, math.ceil(excess / rate))))
+
     def submit(self, batch: RolloutBatch) -> list[Pending]:
-        """Queue every rollout of ``batch`` (blocking while a server or engine starts).
-        When the environment's server cannot be had, each rollout is an error record
-        at once, written like any other."""
-        name = batch.spec.name
-        error = self.ensure_env(name)
-        adapter = self.adapters[name]
-        engine = None if error is not None else self.engine_for(batch.base_url, batch.model)
-        rules = self.node.rules(self.run_id)
-        rounds, budget = rules.rounds(batch.spec, batch.max_rounds), rules.timeout()
-        pending = []
-        for task in batch.ids:
-            for sample in range(batch.n):
-                request = build(run_id=self.run_id, spec=batch.spec, task_index=task,
-                                repeat=self._repeat(name, task), max_rounds=rounds, timeout_s=budget,
-                                retries=rules.retries, node=self.node.name, sampling=batch.sampling_for(sample))
-                if engine is not None:
-                    key = f"rollout-{next(self._keys)}"
-                    future = engine.submit(key, request)
-                    future.add_done_callback(lambda _, key=key, engine=engine: engine.forget(key))
-                else:
-                    future = self._errored(request, batch.model, error)
-                pending.append(Pending(task, sample, future, adapter))
+        """Queue every rollout of ``batch`` (blocking while a server or engine starts);
+        refused as :meth:`reserve` says when the queue has no room for it. When the
+        environment's server cannot be had, each rollout is an error record at once,
+        written like any other; once the service stops, the rest are cancelled."""
+        self.reserve(batch.size)
+        pending: list[Pending] = []
+        try:
+            name = batch.spec.name
+            error = self.ensure_env(name)
+            adapter = self.adapters[name]
+            engine = None if error is not None else self.engine_for(batch.base_url, batch.model)
+            if self.stopping:
+                error = None  # each rollout cancelled, none recorded: the run is over
+            rules = self.node.rules(self.run_id)
+            rounds, budget = rules.rounds(batch.spec, batch.max_rounds), rules.timeout()
+            for task in batch.ids:
+                for sample in range(batch.n):
+                    request = build(run_id=self.run_id, spec=batch.spec, task_index=task,
+                                    repeat=self._repeat(name, task), max_rounds=rounds, timeout_s=budget,
+                                    retries=rules.retries, node=self.node.name, sampling=batch.sampling_for(sample))
+                    if error is not None:
+                        future = self._errored(request, batch.model, error)
+                    else:
+                        future = self._queue(engine, request)
+                    pending.append(Pending(task, sample, future, adapter))
+                    future.add_done_callback(self._release)
+        except BaseException:
+            self._release(count=batch.size - len(pending))
+            raise
         return pending
+
+    def _queue(self, engine: Engine | None, request: EpisodeRequest) -> concurrent.futures.Future[EpisodeRecord]:
+        """``request`` handed to ``engine``, unless the service is stopping (then a cancelled future)."""
+        future = None
+        key = f"rollout-{next(self._keys)}"
+        with self._lock:  # stop() cannot close the engine between this check and the submission
+            if engine is not None and not self.stopping:
+                future = engine.submit(key, request)
+        if future is None:
+            future = concurrent.futures.Future()
+            future.cancel()
+            return future
+        future.add_done_callback(lambda _, key=key, engine=engine: engine.forget(key))
+        return future
 
     def _errored(self, request: EpisodeRequest, model: str, error: ErrorInfo) -> concurrent.futures.Future:
         record = EpisodeRecord.errored(
@@ -271,5 +397,6 @@ class RolloutService:
         return {"status": "ok" if self.write_error is None else "degraded", "run_id": self.run_id,
                 "run_dir": str(self.run_dir), "node": self.node.name, "environments": self.node.served(),
                 "servers": dict(self.env_urls), "concurrency": self.node.concurrency,
-                "endpoints": len(self._engines), "in_flight": self.in_flight(),
+                "endpoints": len(self._engines), "in_flight": self.in_flight(), "queued": self.queued,
+                "queued_peak": self.queued_peak, "max_queued": self.max_queued,
                 "rollouts_finished": self.finished, "write_error": self.write_error}

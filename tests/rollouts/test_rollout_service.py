@@ -5,11 +5,16 @@ the reference agent, and a test endpoint that sends logprobs and token ids."""
 from __future__ import annotations
 
 import json
+import os
+import queue
 import signal
+import subprocess
 import sys
+import threading
 
 import httpx
 import pytest
+from helpers import REPO
 from helpers.logprob_model import MODEL, token_data_for
 from helpers.rollout_services import logprob_model, post, reference_agent, rollout_server
 from helpers.run_dirs import read_episodes
@@ -172,3 +177,27 @@ def test_health_then_shutdown_leaves_a_finished_run_with_its_report(stack, tmp_p
     assert info["model"] == "reference" and info["environments"] == ["TextCraft"]
     assert "TextCraft" in (run_dir / "report.html").read_text()
     other.stop()
+
+
+def test_the_banner_comes_once_the_port_accepts(tmp_path):
+    """The URL it prints answers at once: a process manager or a trainer that waits for the
+    line and connects needs no retry loop. Port 0: the banner names the port the system gave."""
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_agentgym", "rollout-server", "--port", "0",
+                             "--run-id", "banner"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout] + [lines.put(None)],
+                     daemon=True).start()
+    try:
+        said = []
+        while not said or not said[-1].startswith("rollout service on "):
+            line = lines.get(timeout=60)
+            assert line is not None, f"the service ended (exit {proc.wait()}) before its banner: {''.join(said)}"
+            said.append(line)
+        url = said[-1].split()[3]
+        assert url.startswith("http://127.0.0.1:") and not url.endswith(":0")
+        answer = httpx.get(f"{url}/health", timeout=10)  # right away, once
+        assert answer.status_code == 200 and answer.json()["run_id"] == "banner"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
