@@ -19,7 +19,8 @@ pytestmark = needs_engine
 
 GOLDEN = json.loads((DATA / "alfworld_original_answers.json").read_text())["exchanges"]
 #: where ours answers on purpose with a clearer message (docs/envs/alfworld.md)
-CLEARER = {"step before reset", "reset past the end", "reset a game not in the data"}
+CLEARER = {"step before reset", "reset past the end", "reset a game not in the data",
+           "observation before reset", "available_actions before reset"}
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +49,11 @@ def test_the_originals_unclear_errors_are_answered_clearly(ours):
     assert theirs["reset a game not in the data"].startswith("Unable to find game '")
     assert mine["reset a game not in the data"].startswith("game 0 is ")
     assert "set ALFWORLD_DATA" in mine["reset a game not in the data"]
+    for field in ("observation", "available_actions"):  # the text of the original's KeyError
+        assert theirs[f"{field} before reset"] == repr(field)
+        assert mine[f"{field} before reset"] == (
+            f"environment 1 has no {field.replace('_', ' ')} yet: POST /reset "
+            f'{{"id": 1, "game": <0-2619>, "world_type": "Text"}} before /{field}')
 
 
 def test_the_script_reaches_wins_and_the_step_limit():

@@ -118,7 +118,10 @@ def test_refusals_say_what_was_wrong(http):
         "error": "game 2620 is not in AgentGym's ALFWorld mapping: games are 0-2419 (train) and "
                  "2420-2619 (test)"}
     assert http.post("/reset", json={"id": env_id, "game": 2420}).status_code == 422
-    assert http.get("/observation", params={"id": env_id}).json() == {"error": "'observation'"}
+    # the original answers the text of its KeyError, "'observation'"
+    assert http.get("/observation", params={"id": env_id}).json() == {"error": (
+        f'environment {env_id} has no observation yet: POST /reset {{"id": {env_id}, "game": <0-2619>, '
+        '"world_type": "Text"} before /observation')}
 
 
 def test_a_game_whose_file_is_missing_names_the_file_and_how_to_point_at_the_data(http):

@@ -4,8 +4,9 @@ Expected answers come from the original server, not from the code under test:
 its golden answers (tests/data/babyai_*.json), the protocol sheet (section 1:
 "go to red ball 1" on data_idx 1 pays 0.8875 and ends the episode, after which
 step and observation answer "has finished"), and the original's code paths for
-errors (unknown or closed id: "The id N is not valid."; a step before any reset
-fails on the dict lookup and answers the id as text).
+errors (unknown or closed id: "The id N is not valid."). A step before any reset
+fails on the original's dict lookup and answers the bare id ("0"); ours says what
+is missing instead (docs/envs/babyai.md, Deviations).
 """
 
 from __future__ import annotations
@@ -66,8 +67,12 @@ def test_create_hands_out_increasing_ids_without_building_an_env(http):
         "observation": "Environment not initialized", "reward": 0, "score": 0,
         "done": False, "deleted": False,
     }
-    # A step before any reset fails on the original's env lookup: KeyError(id) as text.
-    assert step(http, first["id"], "turn left") == {"error": str(first["id"])}
+    # The original answers a step before any reset with str(KeyError(id)), "0"; ours
+    # names the env and asks for the reset.
+    env_id = first["id"]
+    assert step(http, env_id, "turn left") == {"error": (
+        f'environment {env_id} has no game yet: POST /reset {{"id": {env_id}, '
+        '"data_idx": <task index>} before /step')}
 
 
 def test_reset_and_observation_answer_like_the_original(http):

@@ -165,11 +165,17 @@ def test_finished_episode_refuses_until_reset(http):
     assert again == {"observation": observation_at(6, 6, START_TABLE[17][1])}
 
 
-def test_errors_before_any_reset(http):
+def not_reset(env_id: int, what: str, call: str) -> dict:
+    """Ours; the original leaks its KeyErrors here: "<id>", "'observation'", "'goal_position'"."""
+    return {"error": f'environment {env_id} has no {what} yet: POST /maze/reset {{"id": {env_id}, '
+                     f'"game": <0-24>}} before /maze/{call}'}
+
+
+def test_errors_before_any_reset_say_what_is_missing(http):
     env_id = new_env(http)
-    assert json.loads(step_raw(http, env_id, "move up")) == {"error": str(env_id)}
-    assert http.get("/observation", params={"id": env_id}).json() == {"error": "'observation'"}
-    assert http.get("/detail", params={"id": env_id}).json() == {"error": "'goal_position'"}
+    assert json.loads(step_raw(http, env_id, "move up")) == not_reset(env_id, "game", "step")
+    assert http.get("/observation", params={"id": env_id}).json() == not_reset(env_id, "observation", "observation")
+    assert http.get("/detail", params={"id": env_id}).json() == not_reset(env_id, "game", "detail")
 
 
 def test_unknown_id(http):
@@ -181,33 +187,30 @@ def test_unknown_id(http):
     assert http.get("/detail", params={"id": unknown}).json() == expected
 
 
+#: the original's answers, for the record: 25 -> "", 26 and 100 -> "The game N is not valid.",
+#: -27 -> "list index out of range", and -1..-26 count from the end (-1 is the goal: "")
 @pytest.mark.parametrize(
     ("game", "error"),
-    [(25, ""), (-1, ""), (26, "The game 26 is not valid."), (100, "The game 100 is not valid."),
-     (-27, "list index out of range")],
+    [(25, "The game 25 is not valid: it starts on the goal cell 8, 6, where there is nothing to play; "
+          "Maze games are 0-24."),
+     (26, "The game 26 is not valid: Maze games are 0-24 (25 is the goal cell 8, 6)."),
+     (100, "The game 100 is not valid: Maze games are 0-24 (25 is the goal cell 8, 6)."),
+     *[(game, f"The game {game} is not valid: Maze games are 0-24; a negative game is refused, "
+              "not counted from the end of the list.") for game in (-1, -2, -26, -27)]],
 )
-def test_unusable_games(http, game, error):
+def test_unusable_games_are_refused_naming_the_valid_ones(http, game, error):
     env_id = new_env(http)
     response = http.post("/reset", json={"id": env_id, "game": game})
     assert response.status_code == 200
     assert response.text == json.dumps({"error": error}, separators=(",", ":"))
     # No env was built: stepping still fails the way it does before any reset.
-    assert json.loads(step_raw(http, env_id, "move up")) == {"error": str(env_id)}
-
-
-@pytest.mark.parametrize(("game", "same_as"), [(-2, 24), (-10, 16), (-26, 0)])
-def test_negative_games_count_from_the_end(http, game, same_as):
-    (row, col), walls, _ = START_TABLE[same_as]
-    env_id = new_env(http)
-    assert http.post("/reset", json={"id": env_id, "game": game}).json() == {
-        "observation": observation_at(row, col, walls)
-    }
+    assert json.loads(step_raw(http, env_id, "move up")) == not_reset(env_id, "game", "step")
 
 
 def test_failed_reset_keeps_the_running_episode(http):
     env_id = new_env(http, 16)
     step_raw(http, env_id, "move left")  # now at (5, 5)
-    assert http.post("/reset", json={"id": env_id, "game": 25}).json() == {"error": ""}
+    assert http.post("/reset", json={"id": env_id, "game": 25}).json()["error"].startswith("The game 25 is not valid")
     observation = http.get("/observation", params={"id": env_id}).json()
     assert position_in(observation) == (5, 5)
     assert json.loads(step_raw(http, env_id, "move right"))["done"] is False

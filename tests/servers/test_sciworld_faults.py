@@ -31,7 +31,9 @@ def test_a_killed_jvm_fails_only_its_env_with_the_py4j_message_and_is_never_reus
 
         broken = post(server.url, "/step", {"id": first, "action": "look around"})
         assert broken.status_code == 200
-        assert broken.json()["error"].startswith("An error occurred while trying to connect to the Java server")
+        message = broken.json()["error"]  # the call, the exception's type, then py4j's message
+        assert message.startswith(f"step 'look around' in environment {first} failed: Py4J"), message
+        assert "An error occurred while trying to connect to the Java server" in message
         healthy = post(server.url, "/step", {"id": second, "action": "open door to kitchen"}).json()
         assert healthy == {"observation": "The door is now open.", "reward": 0, "score": 0, "done": False}
 

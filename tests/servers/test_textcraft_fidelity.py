@@ -40,7 +40,7 @@ from pytest_agentgym.servers.embedded.textcraft_recipes import (
     display_name,
     reading_order,
 )
-from pytest_agentgym.servers.embedded.textcraft_tasks import TaskSet, recipe_walk
+from pytest_agentgym.servers.embedded.textcraft_tasks import TaskOutOfRange, TaskSet, recipe_walk
 from pytest_agentgym.servers.embedded.textcraft_world import CraftingSession
 
 GOLDEN_GOALS = json.loads((DATA / "textcraft_goals_0-543.json").read_text())["goals"]
@@ -97,7 +97,11 @@ def test_goal_of_every_index_equals_the_golden_file(tasks):
     assert len(tasks) == N_TASKS
     differing = [i for i in range(N_TASKS) if display_name(tasks.goal(i)) != GOLDEN_GOALS[str(i)]]
     assert differing == []
-    assert tasks.goal(N_TASKS + 7) == tasks.goal(7)
+    # The original wraps data_idx mod 544; ours refuses what names no goal (docs/envs/textcraft.md).
+    for outside in (N_TASKS, N_TASKS + 7, -1):
+        with pytest.raises(TaskOutOfRange, match=f"data_idx {outside} is out of range: TextCraft "
+                                                 f"task indices are 0-{N_TASKS - 1}"):
+            tasks.goal(outside)
 
 
 def test_reading_order_puts_the_pinned_files_first_then_the_rest_sorted(tmp_path):

@@ -79,8 +79,13 @@ def test_first_target_per_seed(http, seed):
 
 
 @pytest.mark.parametrize("seed", [3, 17, 24])
-def test_negative_seed_draws_like_its_absolute_value(http, seed):
-    env_id = new_env(http, -seed)
+def test_a_negative_seed_is_refused_and_the_game_is_left_as_it_was(http, seed):
+    """The original plays seed -s as seed s (random.Random takes |s|): another task
+    index's game. Ours refuses it (docs/envs/maze-wordle.md)."""
+    env_id = new_env(http, seed)
+    answer = http.post("/reset", json={"id": env_id, "seed": -seed}).json()
+    assert answer == {"error": f"seed {-seed} is out of range: Wordle seeds are 0 or more (the original "
+                               f"would play seed {-seed} as seed {seed}, another task)"}
     assert guess(http, env_id, spaced(FIRST_TARGET[seed])) == SOLVED
 
 
@@ -140,7 +145,10 @@ def test_detail_keys_and_reward_types(http):
 
 def test_errors(http):
     env_id = new_env(http)
-    assert http.get("/observation", params={"id": env_id}).json() == {"error": "'observation'"}
+    # the original: {"error": "'observation'"} (its KeyError)
+    assert http.get("/observation", params={"id": env_id}).json() == {"error": (
+        f'environment {env_id} has no observation yet: POST /wordle/reset {{"id": {env_id}, '
+        '"seed": <0 or more>} before /wordle/observation')}
     unknown = 10**6
     expected = {"error": f"The id {unknown} is not valid."}
     assert http.post("/reset", json={"id": unknown, "seed": 0}).json() == expected

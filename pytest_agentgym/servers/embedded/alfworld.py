@@ -28,13 +28,21 @@ commands is answered "Nothing happens.".
 
 Failures are HTTP 200 ``{"error": "<message>"}``: ``The id N is not valid.``,
 ``The task with environment N has finished.`` (after ``done``, until the next
-reset), ``world_type must be one of "Text", "Embody" and "Hybrid"``. Three are
+reset), ``world_type must be one of "Text", "Embody" and "Hybrid"``. Five are
 clearer than the original's: a game outside 0-2619 (the original says ``list
 index out of range``, and takes negative indices from the end) and a game whose
 file is not in the data (the original says ``Unable to find game '<path>'.``)
 name the game, the file and how to point the server at the data; a step before
-any reset says so (the original answers the bare env id). Every other answer
-was compared with the original's, byte for byte (docs/envs/alfworld.md).
+any reset says so (the original answers the bare env id), and so do
+``/observation`` and ``/available_actions`` before any reset (the original
+answers ``'observation'``, the text of its KeyError). Any other failure names its
+exception type and the call. Every other answer was compared with the
+original's, byte for byte (docs/envs/alfworld.md).
+
+At most :data:`MAX_ENVS` env ids are kept (``AGENTGYM_ALFWORLD_MAX_ENVS``): there is
+no ``/close``, so past that a create forgets the least recently used env, whose id
+then answers that it was closed for the cap (:mod:`.limits`). ``GET
+/embedded/envs`` (not in the original) counts the envs and the open games.
 
 Engines are reused, which the original does not do. TextWorld loads a private
 copy of fast-downward's 33 MB library for every engine it builds and never
@@ -63,6 +71,7 @@ from typing import Any
 from fastapi import FastAPI
 from pydantic import BaseModel
 
+from pytest_agentgym.servers.embedded.limits import CappedEnvs, cap_from_env, explain
 from pytest_agentgym.servers.embedded.alfworld_tasks import (
     DATA_ENV,
     UnknownGame,
@@ -76,6 +85,10 @@ from pytest_agentgym.servers.embedded.alfworld_tasks import (
 GREETING = "This is environment AlfWorld."
 MAX_GAMES_ENV = "AGENTGYM_ALFWORLD_MAX_GAMES"
 DEFAULT_MAX_GAMES = 32
+#: env ids kept (each an info dict of a few kB; its game counts against the games' cap);
+#: past it, a create forgets the least recently used env. The variable overrides it.
+MAX_ENVS = 1024
+MAX_ENVS_ENV = "AGENTGYM_ALFWORLD_MAX_ENVS"
 #: base_config.yaml's max_nb_steps_per_episode (dagger training, the env's step limit)
 MAX_STEPS = 50
 WORLD_TYPES = ("Text", "Embody", "Hybrid")
@@ -144,7 +157,7 @@ class ALFWorldEnvironments:
     when more than ``max_games`` are open (see the module docstring)."""
 
     def __init__(self, root: Path | None = None, *, shipped: bool | None = None,
-                 max_games: int | None = None) -> None:
+                 max_games: int | None = None, max_envs: int | None = None) -> None:
         if root is None:
             root, shipped = data_dir()
         self.root = Path(root)
@@ -157,20 +170,25 @@ class ALFWorldEnvironments:
         self._idle: list[Any] = []
         #: envs whose unfinished game was closed to stay within max_games
         self._evicted: set[int] = set()
-        self._info: dict[int, dict[str, Any]] = {}
+        #: env id -> the info dict /detail shows; least recently used first
+        self._info: CappedEnvs[dict[str, Any]] = CappedEnvs(
+            "the ALFWorld server", max_envs or cap_from_env(MAX_ENVS_ENV, MAX_ENVS), MAX_ENVS_ENV)
         self._next_id = 0
 
     def create(self) -> dict[str, int]:
-        with self._lock:
+        with self._lock:  # every call holds it, so no env is busy now
+            for old, _ in self._info.make_room():
+                self._release(old)
+                self._evicted.discard(old)
             env_id = self._next_id
             self._next_id += 1
-            self._info[env_id] = {"done": False, "reward": 0, "deleted": False}
+            self._info.add(env_id, {"done": False, "reward": 0, "deleted": False})
         return {"id": env_id}
 
     def _check(self, env_id: int, *, resetting: bool = False) -> None:
         info = self._info.get(env_id)
         if info is None:
-            raise Refused(f"The id {env_id} is not valid.")
+            raise Refused(self._info.unknown(env_id))
         if info["deleted"]:
             raise Refused(f"The task with environment {env_id} has been deleted.")
         if not resetting and info["done"]:
@@ -215,13 +233,15 @@ class ALFWorldEnvironments:
                 observations, infos = engine.reset()
                 observation = "\n".join(observations[0].split("\n\n")[1:])
                 actions = infos.get("admissible_commands", [[]])[0]
-                self._info[env_id] = {"world_type": world_type, "game": game,
-                                      "observation": observation, "available_actions": actions,
-                                      "done": False, "reward": 0, "deleted": False}
+                self._info.add(env_id, {"world_type": world_type, "game": game,
+                                        "observation": observation, "available_actions": actions,
+                                        "done": False, "reward": 0, "deleted": False})
                 return {"id": env_id, "observation": observation, "available_actions": actions,
                         "task_type": task_type(infos["extra.gamefile"][0])}
-        except Exception as exc:  # the original answers any failure as {"error": str(exc)}
+        except Refused as exc:
             return {"error": str(exc)}
+        except Exception as exc:  # the original answers any failure as {"error": str(exc)}
+            return {"error": explain(exc, f"resetting environment {env_id} to game {game}")}
 
     def step(self, env_id: int, action: str) -> dict[str, Any]:
         try:
@@ -240,29 +260,43 @@ class ALFWorldEnvironments:
                            "reward": float(infos["won"][0]),
                            "available_actions": infos.get("admissible_commands", [[]])[0],
                            "done": bool(dones[0])}
-                self._info[env_id].update(payload)
+                self._info.peek(env_id).update(payload)
                 if payload["done"]:  # refused from now on until a reset: the engine can serve others
                     self._release(env_id)
                 return payload
-        except Exception as exc:
+        except Refused as exc:
             return {"error": str(exc)}
+        except Exception as exc:  # noqa: BLE001
+            return {"error": explain(exc, f"step {action!r} in environment {env_id}")}
 
     def ask(self, env_id: int, field: str | None) -> Any:
         """``/observation``, ``/available_actions`` (a field of the info) or ``/detail`` (None)."""
         try:
             with self._lock:
                 self._check(env_id)
-                info = self._info[env_id]
-                return dict(info) if field is None else info[field]
+                info = self._info.peek(env_id)
+                if field is None:
+                    return dict(info)
+                if field not in info:  # the original answers its KeyError: "'observation'"
+                    raise Refused(f"environment {env_id} has no {field.replace('_', ' ')} yet: "
+                                  f'POST /reset {{"id": {env_id}, "game": <0-2619>, "world_type": '
+                                  f'"Text"}} before /{field}')
+                return info[field]
         except Refused as exc:
             return {"error": str(exc)}
-        except KeyError as exc:  # before the first reset the original's info has no such key
-            return {"error": str(exc)}
+        except Exception as exc:  # noqa: BLE001
+            return {"error": explain(exc, f"reading /{field or 'detail'} of environment {env_id}")}
 
     def engines(self) -> tuple[int, int]:
         """(open games, idle engines): every engine holds its own copy of fast-downward."""
         with self._lock:
             return len(self._open), len(self._idle)
+
+    def status(self) -> dict[str, Any]:
+        """``GET /embedded/envs``: the env ids kept, the cap, and the games."""
+        with self._lock:
+            return self._info.status(open_games=len(self._open), idle_engines=len(self._idle),
+                                     max_games=self.max_games, games_setting=MAX_GAMES_ENV)
 
 
 def create_app(environments: ALFWorldEnvironments | None = None) -> FastAPI:
@@ -297,5 +331,9 @@ def create_app(environments: ALFWorldEnvironments | None = None) -> FastAPI:
     @app.get("/detail")
     def detail(id: int) -> Any:  # noqa: A002
         return envs.ask(id, None)
+
+    @app.get("/embedded/envs")
+    def embedded_envs() -> Any:  # not in the original: see limits.py
+        return envs.status()
 
     return app

@@ -15,6 +15,13 @@ Deviations from the original, all documented in docs/envs/babyai.md:
   even when the original would have refused (see :meth:`BabyAIServer.close`).
 * The server keeps only the latest observation per env, not the whole history,
   and drops the env's minigrid objects on ``/close`` and on every ``/reset``.
+* At most :data:`MAX_ENVS` envs are open (``AGENTGYM_BABYAI_MAX_ENVS``): a create
+  past that closes the least recently used env no request is using, whose id then
+  answers that it was closed for the cap (:mod:`.limits`).
+* Errors say what was wrong: a step before any reset names the env and asks for a
+  reset (the original answers the bare id, ``"0"``), and a negative ``data_idx``
+  is refused naming the field and the valid range (the original passes gymnasium's
+  complaint about a negative seed).
 """
 
 from __future__ import annotations
@@ -34,11 +41,17 @@ from pydantic import BaseModel
 from pytest_agentgym.servers.embedded.babyai_actions import ActionTable
 from pytest_agentgym.servers.embedded.babyai_levels import level_of, make_level, reset_like_original
 from pytest_agentgym.servers.embedded.babyai_text import action_list_suffix, describe, read_view
+from pytest_agentgym.servers.embedded.limits import CapReached, CappedEnvs, cap_from_env, explain
 
 GREETING = "This is environment BabyAI."
 NOT_RECOGNIZED = "The action is not recognized. Please check valid actions."
 NO_CHANGE = "No change in state."
 COMPLETED = "\n The task is completed."
+
+#: Envs kept open at once (one minigrid level each, about 24 kB); past it, a create
+#: closes the least recently used idle env. ``AGENTGYM_BABYAI_MAX_ENVS`` overrides it.
+MAX_ENVS = 1024
+MAX_ENVS_ENV = "AGENTGYM_BABYAI_MAX_ENVS"
 
 
 class Episode:
@@ -139,7 +152,8 @@ class _Slot:
     episode: Episode | None = None
     score: float = 0
     done: bool = False
-    closed: bool = False
+    #: why the id no longer answers (closed, or closed for the cap); None while open
+    gone: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -147,44 +161,74 @@ class _Refused(Exception):
     """Becomes the original's HTTP 200 ``{"error": ...}`` answer."""
 
 
-class BabyAIServer:
-    """All envs of one server process, keyed by the ids ``create`` hands out."""
+def check_data_idx(data_idx: int) -> None:
+    """Refuse a task index that names no task (the original fails on the negative seed)."""
+    if data_idx < 0:
+        raise _Refused(f"data_idx {data_idx} is out of range: BabyAI task indices are 0 or more "
+                       f"(level data_idx % 40, seed data_idx // 40)")
 
-    def __init__(self) -> None:
+
+class BabyAIServer:
+    """All envs of one server process, keyed by the ids ``create`` hands out; at most
+    ``max_envs`` open at once (see :mod:`.limits`)."""
+
+    def __init__(self, max_envs: int | None = None) -> None:
         self._lock = threading.Lock()
         self._next_id = 0
-        self._slots: dict[int, _Slot] = {}
+        cap = max_envs or cap_from_env(MAX_ENVS_ENV, MAX_ENVS)
+        self._slots: CappedEnvs[_Slot] = CappedEnvs("the BabyAI server", cap, MAX_ENVS_ENV)
 
     def __len__(self) -> int:
         return len(self._slots)
 
-    def create(self) -> dict[str, int]:
+    @property
+    def max_envs(self) -> int:
+        return self._slots.cap
+
+    def create(self) -> dict[str, Any]:
         with self._lock:
+            try:
+                closed = self._slots.make_room(busy=lambda slot: slot.lock.locked())
+            except CapReached as exc:
+                return {"error": str(exc)}
             env_id = self._next_id
             self._next_id += 1
-            self._slots[env_id] = _Slot()
+            self._slots.add(env_id, _Slot())
+            reasons = {old: self._slots.unknown(old) for old, _ in closed}
+        for old, slot in closed:  # a request that already holds the slot finishes first
+            self._free(slot, reasons[old])
         return {"id": env_id}
 
-    def _slot(self, env_id: int, *, resetting: bool = False) -> _Slot:
+    @staticmethod
+    def _free(slot: _Slot, reason: str) -> None:
+        with slot.lock:
+            slot.gone = reason
+            if slot.episode is not None:
+                slot.episode.close()
+                slot.episode = None
+
+    def _slot(self, slot: _Slot, env_id: int, *, resetting: bool = False) -> _Slot:
         """The slot, checked like the original's ``_check_id``; call with its lock held."""
-        slot = self._slots.get(env_id)
-        if slot is None or slot.closed:
-            raise _Refused(f"The id {env_id} is not valid.")
+        if slot.gone is not None:
+            raise _Refused(slot.gone)
         if not resetting and slot.done:
             raise _Refused(f"The task with environment {env_id} has finished.")
         return slot
 
     def _locked(self, env_id: int) -> _Slot:
-        slot = self._slots.get(env_id)
-        if slot is None:
-            raise _Refused(f"The id {env_id} is not valid.")
+        """The slot of an open id (now the most recently used); lock it before use."""
+        with self._lock:
+            slot = self._slots.get(env_id)
+            if slot is None:
+                raise _Refused(self._slots.unknown(env_id))
         return slot
 
     def reset(self, env_id: int, data_idx: int) -> dict[str, Any]:
         try:
             slot = self._locked(env_id)
             with slot.lock:
-                self._slot(env_id, resetting=True)
+                self._slot(slot, env_id, resetting=True)
+                check_data_idx(data_idx)
                 episode = Episode(data_idx)
                 if slot.episode is not None:
                     slot.episode.close()
@@ -198,15 +242,17 @@ class BabyAIServer:
                     "deleted": False,
                     "done": episode.done,
                 }
-        except Exception as exc:  # the original answers every failure this way
+        except _Refused as exc:  # the original answers every failure this way
             return {"error": str(exc)}
+        except Exception as exc:  # noqa: BLE001
+            return {"error": explain(exc, f"resetting environment {env_id} to data_idx {data_idx}")}
 
     def step(self, env_id: int, action: str) -> dict[str, Any]:
         try:
             slot = self._locked(env_id)
             with slot.lock:
-                self._slot(env_id)
-                episode = self._episode(slot, env_id)
+                self._slot(slot, env_id)
+                episode = self._episode(slot, env_id, "step")
                 episode.step(action)
                 slot.score = slot.score + episode.reward
                 slot.done = episode.done
@@ -216,14 +262,16 @@ class BabyAIServer:
                     "score": slot.score,
                     "done": episode.done,
                 }
-        except Exception as exc:
+        except _Refused as exc:
             return {"error": str(exc)}
+        except Exception as exc:  # noqa: BLE001
+            return {"error": explain(exc, f"step {action!r} in environment {env_id}")}
 
     def observe(self, env_id: int) -> dict[str, Any]:
         try:
             slot = self._locked(env_id)
             with slot.lock:
-                self._slot(env_id)
+                self._slot(slot, env_id)
                 episode = slot.episode
                 if episode is None:
                     return {
@@ -241,17 +289,21 @@ class BabyAIServer:
                     "done": episode.done,
                     "deleted": False,
                 }
-        except Exception as exc:
+        except _Refused as exc:
             return {"error": str(exc)}
+        except Exception as exc:  # noqa: BLE001
+            return {"error": explain(exc, f"reading the observation of environment {env_id}")}
 
     def render(self, env_id: int) -> Any:
         try:
             slot = self._locked(env_id)
             with slot.lock:
-                self._slot(env_id)
-                return self._episode(slot, env_id).png_data_uri()
-        except Exception as exc:
+                self._slot(slot, env_id)
+                return self._episode(slot, env_id, "render").png_data_uri()
+        except _Refused as exc:
             return {"error": str(exc)}
+        except Exception as exc:  # noqa: BLE001
+            return {"error": explain(exc, f"rendering environment {env_id}")}
 
     def close(self, env_id: int) -> bool:
         """Free the env. ``False`` for an unknown or already closed id and, like the
@@ -260,22 +312,25 @@ class BabyAIServer:
         also answers ``false`` to every later close of such an id and never frees
         it; here a later close after a reset frees it and answers ``true``."""
         with self._lock:
-            slot = self._slots.get(env_id)
+            slot = self._slots.peek(env_id)
             if slot is None or slot.episode is None:
                 return False
-            del self._slots[env_id]
-        with slot.lock:
-            slot.closed = True
-            if slot.episode is not None:
-                slot.episode.close()
-                slot.episode = None
+            self._slots.pop(env_id)
+        self._free(slot, f"The id {env_id} is not valid.")
         return True
 
+    def status(self) -> dict[str, Any]:
+        """``GET /embedded/envs``: the open envs and the cap."""
+        with self._lock:
+            games = sum(slot.episode is not None for slot in self._slots.values())
+            return self._slots.status(games=games)
+
     @staticmethod
-    def _episode(slot: _Slot, env_id: int) -> Episode:
+    def _episode(slot: _Slot, env_id: int, call: str) -> Episode:
         if slot.episode is None:
-            # The original looks the env up in a dict and answers str(KeyError(id)).
-            raise _Refused(str(env_id))
+            # The original fails on its env dict here and answers str(KeyError(id)): "0".
+            raise _Refused(f"environment {env_id} has no game yet: POST /reset "
+                           f'{{"id": {env_id}, "data_idx": <task index>}} before /{call}')
         return slot.episode
 
 
@@ -293,14 +348,16 @@ class CloseRequestBody(BaseModel):
     id: int
 
 
-def greeting() -> str:
+def greeting(cap: int = MAX_ENVS) -> str:
     """``GET /``: the original's sentence, then what this re-implementation changes."""
     return (
         f"{GREETING} [pytest-agentgym embedded re-implementation on minigrid "
         f"{version('minigrid')}, with minigrid 2.3.1's level rules. Deviations: "
         "BabyAI-GoToObjS6-v0 (data_idx % 40 == 3) is built as BabyAI-GoToObjS4-v0, "
         "the room_size=4 level that id named in minigrid < 2.5; "
-        "POST /close frees any env that was reset. "
+        "POST /close frees any env that was reset; "
+        f"at most {cap} envs are open at once ({MAX_ENVS_ENV}), past that a create closes "
+        "the least recently used one; errors name the env and what to do. "
         "Details: docs/envs/babyai.md]"
     )
 
@@ -310,7 +367,7 @@ def create_app() -> FastAPI:
     server = BabyAIServer()
     app = FastAPI(title="BabyAI (pytest-agentgym embedded)")
     app.state.babyai = server
-    text = greeting()
+    text = greeting(server.max_envs)
 
     @app.get("/")
     def hello() -> str:
@@ -339,5 +396,9 @@ def create_app() -> FastAPI:
     @app.post("/render")
     def render(body: CloseRequestBody) -> Any:
         return server.render(body.id)
+
+    @app.get("/embedded/envs")
+    def embedded_envs() -> dict[str, Any]:  # not in the original: see limits.py
+        return server.status()
 
     return app

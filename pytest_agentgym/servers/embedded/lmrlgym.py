@@ -2,9 +2,20 @@
 under ``/wordle``, one process, separate id counters (protocol sheet, section 14).
 
 What a client sees is the original's: the same endpoints, JSON shapes and key
-order, reward JSON types (``0`` vs ``1.0``), and the same HTTP-200
-``{"error": ...}`` messages, including the odd ones that leak from Python
-exceptions in the original (``"'observation'"``, ``"0"``, ``""`` for game 25).
+order, reward JSON types (``0`` vs ``1.0``), and HTTP-200 ``{"error": ...}``
+answers where the original gives them. Three deliberate differences
+(docs/envs/maze-wordle.md):
+
+* Error texts say what was wrong where the original's leak a Python exception
+  (``"0"`` for a step before any reset, ``"'observation'"``, ``"'goal_position'"``,
+  ``""`` for game 25, ``"list index out of range"``).
+* A Maze game outside 0-24 and a negative Wordle seed are refused; the original
+  counts a negative game from the end of its list and plays seed -s as seed s.
+* Each game keeps at most :data:`MAX_ENVS` envs (``AGENTGYM_MAZE_MAX_ENVS``,
+  ``AGENTGYM_WORDLE_MAX_ENVS``): there is no ``/close``, so past that a create
+  closes the least recently used env, whose id then says so (:mod:`.limits`).
+  ``GET /maze/embedded/envs`` and ``/wordle/embedded/envs`` count them.
+
 The game rules live in :mod:`maze_game` and :mod:`wordle_game`.
 
 Every handler is ``async`` and does microseconds of work, so the event loop
@@ -19,10 +30,16 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 
 from pytest_agentgym.servers.embedded import maze_game, wordle_game
+from pytest_agentgym.servers.embedded.limits import CappedEnvs, cap_from_env
 from pytest_agentgym.servers.embedded.maze_game import MazeGame, StartRejected
 from pytest_agentgym.servers.embedded.wordle_game import WordleGame
 
 ROOT_TEXT = "This is environment LMRL-Gym."
+#: Envs of each game kept at once (there is no /close); past it, a create closes the
+#: least recently used one. The variables override it per game.
+MAX_ENVS = 1024
+MAZE_MAX_ENVS_ENV = "AGENTGYM_MAZE_MAX_ENVS"
+WORDLE_MAX_ENVS_ENV = "AGENTGYM_WORDLE_MAX_ENVS"
 
 
 class MazeStepBody(BaseModel):
@@ -53,53 +70,78 @@ def _error(exc: Exception) -> dict[str, str]:
     return {"error": str(exc)}
 
 
+class _Env:
+    """One env: the original's ``info`` dict and its game (None until a Maze reset)."""
+
+    __slots__ = ("info", "game")
+
+    def __init__(self, info: dict[str, Any], game: Any = None) -> None:
+        self.info = info
+        self.game = game
+
+
 class _Registry:
-    """Per-id bookkeeping shared by both games: the ``info`` dicts and the id checks."""
+    """Per-id bookkeeping shared by both games: the envs, the cap and the id checks."""
 
-    def __init__(self) -> None:
+    #: the URL prefix of the game, for messages ("/maze")
+    prefix = ""
+
+    def __init__(self, game: str, variable: str, max_envs: int | None = None) -> None:
         self.next_id = 0
-        self.info: dict[int, dict[str, Any]] = {}
+        cap = max_envs or cap_from_env(variable, MAX_ENVS)
+        self.envs: CappedEnvs[_Env] = CappedEnvs(f"the {game} server", cap, variable)
 
-    def new_id(self) -> int:
+    def new(self, env: _Env) -> int:
+        self.envs.make_room()  # handlers run one at a time on the event loop: none is busy
         env_id = self.next_id
         self.next_id += 1
+        self.envs.add(env_id, env)
         return env_id
 
-    def check(self, env_id: int, *, resetting: bool = False) -> None:
-        info = self.info.get(env_id)
-        if info is None:
-            raise Refused(f"The id {env_id} is not valid.")
-        if info["deleted"]:  # never true: there is no /close
+    def check(self, env_id: int, *, resetting: bool = False) -> _Env:
+        env = self.envs.get(env_id)
+        if env is None:
+            raise Refused(self.envs.unknown(env_id))
+        if env.info["deleted"]:  # never true: there is no /close
             raise Refused(f"The task with environment {env_id} has been deleted.")
-        if not resetting and info["done"]:
+        if not resetting and env.info["done"]:
             raise Refused(f"The task with environment {env_id} has finished.")
+        return env
 
-    def record_step(self, env_id: int, observation: str, reward: Any, done: bool) -> None:
-        info = self.info[env_id]
-        info.update(observation=observation, reward=info["reward"] + reward, done=done)
+    def not_reset(self, env_id: int, what: str, call: str, reset_body: str) -> Refused:
+        """The refusal of a call that needs a reset first (the original leaks a KeyError)."""
+        return Refused(f"environment {env_id} has no {what} yet: POST {self.prefix}/reset "
+                       f"{{\"id\": {env_id}, {reset_body}}} before {self.prefix}/{call}")
+
+    @staticmethod
+    def record_step(env: _Env, observation: str, reward: Any, done: bool) -> None:
+        env.info.update(observation=observation, reward=env.info["reward"] + reward, done=done)
+
+    def status(self) -> dict[str, Any]:
+        return self.envs.status()
 
 
 class MazeService(_Registry):
     """State of all Maze envs. An env's game is built at reset, not at create."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.games: dict[int, MazeGame] = {}
+    prefix = "/maze"
+    GAME_FIELD = '"game": <0-24>'
+
+    def __init__(self, max_envs: int | None = None) -> None:
+        super().__init__("Maze", MAZE_MAX_ENVS_ENV, max_envs)
 
     def create(self) -> dict[str, Any]:
-        env_id = self.new_id()
-        self.info[env_id] = {"done": False, "reward": 0, "deleted": False}
-        return {"id": env_id}
+        return {"id": self.new(_Env({"done": False, "reward": 0, "deleted": False}))}
 
     def reset(self, env_id: int, game: int) -> dict[str, Any]:
         try:
-            self.check(env_id, resetting=True)
+            env = self.check(env_id, resetting=True)
             new_game = MazeGame.for_game(game)
         except (Refused, StartRejected) as exc:
             return _error(exc)  # a failed reset leaves the previous state untouched
-        self.games[env_id] = new_game
+        env.game = new_game
         observation = new_game.observation()
-        self.info[env_id] = {
+        env.info = {
             "maze_name": maze_game.MAZE_NAME,
             "observation": observation,
             "done": False,
@@ -110,90 +152,90 @@ class MazeService(_Registry):
 
     def step(self, env_id: int, action: str) -> dict[str, Any]:
         try:
-            self.check(env_id)
-            if env_id not in self.games:
-                raise Refused(str(env_id))  # the original's KeyError text
+            env = self.check(env_id)
+            if env.game is None:
+                raise self.not_reset(env_id, "game", "step", self.GAME_FIELD)
         except Refused as exc:
             return _error(exc)
-        result = self.games[env_id].step(action)
-        self.record_step(env_id, result.observation, result.reward, result.done)
+        result = env.game.step(action)
+        self.record_step(env, result.observation, result.reward, result.done)
         return {"observation": result.observation, "reward": result.reward, "done": result.done}
 
     def observation(self, env_id: int) -> Any:
         try:
-            self.check(env_id)
-            if "observation" not in self.info[env_id]:
-                raise Refused("'observation'")
+            env = self.check(env_id)
+            if "observation" not in env.info:
+                raise self.not_reset(env_id, "observation", "observation", self.GAME_FIELD)
         except Refused as exc:
             return _error(exc)
-        return self.info[env_id]["observation"]
+        return env.info["observation"]
 
     def detail(self, env_id: int) -> Any:
         try:
-            self.check(env_id)
-            if env_id not in self.games:
-                raise Refused("'goal_position'")
+            env = self.check(env_id)
+            if env.game is None:
+                raise self.not_reset(env_id, "game", "detail", self.GAME_FIELD)
         except Refused as exc:
             return _error(exc)
-        return dict(self.info[env_id])
+        return dict(env.info)
 
 
 class WordleService(_Registry):
     """State of all Wordle envs. A game exists from create on (unseeded until reset)."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.games: dict[int, WordleGame] = {}
+    prefix = "/wordle"
+
+    def __init__(self, max_envs: int | None = None) -> None:
+        super().__init__("Wordle", WORDLE_MAX_ENVS_ENV, max_envs)
 
     def create(self) -> dict[str, Any]:
-        env_id = self.new_id()
-        self.games[env_id] = WordleGame()  # seeded from OS entropy, like the original
-        self.info[env_id] = {"done": False, "reward": 0, "deleted": False}
-        return {"id": env_id}
+        # seeded from OS entropy, like the original
+        return {"id": self.new(_Env({"done": False, "reward": 0, "deleted": False}, WordleGame()))}
 
     def reset(self, env_id: int, seed: int) -> dict[str, Any]:
         try:
-            self.check(env_id, resetting=True)
+            env = self.check(env_id, resetting=True)
+            if seed < 0:
+                raise Refused(f"seed {seed} is out of range: Wordle seeds are 0 or more (the "
+                              f"original would play seed {seed} as seed {-seed}, another task)")
         except Refused as exc:
             return _error(exc)
-        self.games[env_id] = WordleGame.seeded(seed)
+        env.game = WordleGame.seeded(seed)
         observation = wordle_game.RESET_OBSERVATION
-        self.info[env_id].update(
-            seed=seed, observation=observation, done=False, reward=0, deleted=False
-        )
+        env.info.update(seed=seed, observation=observation, done=False, reward=0, deleted=False)
         return {"id": env_id, "observation": observation}
 
     def step(self, env_id: int, action: str) -> dict[str, Any]:
         try:
-            self.check(env_id)
+            env = self.check(env_id)
         except Refused as exc:
             return _error(exc)
-        result = self.games[env_id].step(action)
-        self.record_step(env_id, result.observation, result.reward, result.done)
+        result = env.game.step(action)
+        self.record_step(env, result.observation, result.reward, result.done)
         return {"observation": result.observation, "reward": result.reward, "done": result.done}
 
     def filtered_vocab(self, env_id: int) -> Any:
         try:
-            self.check(env_id)
+            env = self.check(env_id)
         except Refused as exc:
             return _error(exc)
-        return list(self.games[env_id].candidates)
+        return list(env.game.candidates)
 
     def observation(self, env_id: int) -> Any:
         try:
-            self.check(env_id)
-            if "observation" not in self.info[env_id]:
-                raise Refused("'observation'")
+            env = self.check(env_id)
+            if "observation" not in env.info:
+                raise self.not_reset(env_id, "observation", "observation", '"seed": <0 or more>')
         except Refused as exc:
             return _error(exc)
-        return self.info[env_id]["observation"]
+        return env.info["observation"]
 
     def detail(self, env_id: int) -> Any:
         try:
-            self.check(env_id)
+            env = self.check(env_id)
         except Refused as exc:
             return _error(exc)
-        return dict(self.info[env_id])
+        return dict(env.info)
 
 
 def create_app() -> FastAPI:
@@ -232,6 +274,10 @@ def create_app() -> FastAPI:
     async def maze_detail(id: int) -> Any:  # noqa: A002
         return maze.detail(id)
 
+    @app.get("/maze/embedded/envs")
+    async def maze_envs() -> Any:  # not in the original: see limits.py
+        return maze.status()
+
     @app.post("/wordle/create")
     async def wordle_create() -> Any:
         return wordle.create()
@@ -255,5 +301,9 @@ def create_app() -> FastAPI:
     @app.get("/wordle/detail")
     async def wordle_detail(id: int) -> Any:  # noqa: A002
         return wordle.detail(id)
+
+    @app.get("/wordle/embedded/envs")
+    async def wordle_envs() -> Any:  # not in the original: see limits.py
+        return wordle.status()
 
     return app

@@ -4,7 +4,9 @@ Facts from the protocol sheet, section 14.1:
 
 * a fixed 10 x 13 grid; positions are ``(row, col)``, zero-based, row 0 at the top;
 * the goal is always ``(8, 6)``; game ``g`` starts on the g-th of the 26 open cells
-  (index 25 is the goal itself, which the original rejects with an empty message);
+  (index 25 is the goal itself, which the original rejects with an empty message,
+  and a negative index counts from the end there: both are refused here with a
+  message naming the valid games, 0-24);
 * ``move up|down|left|right`` are the only actions (the server appends a newline
   and accepts nothing else); an unknown string or a move into a wall leaves the
   position unchanged and still counts as a step;
@@ -64,8 +66,12 @@ SUCCESS = "Success\n"
 FAILURE = "Failure\n"
 
 
+#: The games that start an episode: every open cell but the goal.
+PLAYABLE = f"Maze games are 0-{len(START_POSITIONS) - 2}"
+
+
 class StartRejected(ValueError):
-    """``game`` does not name a usable start cell; ``str()`` is the original's message."""
+    """``game`` does not name a usable start cell; ``str()`` says which games do."""
 
 
 def is_wall(row: int, col: int) -> bool:
@@ -95,17 +101,23 @@ def describe(position: tuple[int, int]) -> str:
 
 
 def start_for_game(game: int) -> tuple[int, int]:
-    """The start cell of ``game``, with the original's indexing and error messages.
+    """The start cell of ``game`` (0-24).
 
-    Negative games count from the end of the list, as Python indexing does there.
+    The original takes any Python list index: a negative game counts from the end
+    of its list (-2 plays game 24), 25 (the goal) fails an assertion with an empty
+    message and 26 or more is "The game N is not valid.". Here every game outside
+    0-24 is refused with a message naming the valid ones (docs/envs/maze-wordle.md).
     """
     if game >= len(START_POSITIONS):
-        raise StartRejected(f"The game {game} is not valid.")
-    if game < -len(START_POSITIONS):
-        raise StartRejected("list index out of range")
+        raise StartRejected(f"The game {game} is not valid: {PLAYABLE} "
+                            f"(25 is the goal cell {GOAL[0]}, {GOAL[1]}).")
+    if game < 0:
+        raise StartRejected(f"The game {game} is not valid: {PLAYABLE}; a negative game is "
+                            f"refused, not counted from the end of the list.")
     start = START_POSITIONS[game]
     if start == GOAL:
-        raise StartRejected("")  # the original fails a bare assertion here
+        raise StartRejected(f"The game {game} is not valid: it starts on the goal cell "
+                            f"{GOAL[0]}, {GOAL[1]}, where there is nothing to play; {PLAYABLE}.")
     return start
 
 

@@ -18,8 +18,9 @@ them it exits at once saying what to install. Start-up takes one JVM start
 ``POST /step_visual`` ``{"id", "action"}``    the step, plus ``info``, ``object_tree``,
                                               ``inventory``, ``moves``; takes raw model text
                                               (``</s>`` dropped, the text after ``Action:``)
-``POST /close``       ``{"id"}``              ``true``; an unknown or closed id is HTTP 500
-                                              ``Internal Server Error``, as in the original
+``POST /close``       ``{"id"}``              ``true``; an unknown or closed id is HTTP 500, as
+                                              in the original, whose body says which id and why
+                                              (the original's: ``Internal Server Error``)
 ``GET /observation``  ``?id=``                the last observation (bare JSON string)
 ``GET /action_hint``  ``?id=``                ``{"possible_actions", "possible_objects"}``
 ``GET /goals``        ``?id=``                ``{"goals": <goal progress text>}``
@@ -30,9 +31,21 @@ them it exits at once saying what to install. Start-up takes one JVM start
 
 Failures are HTTP 200 ``{"error": "<message>"}``: ``The id N is not valid.``,
 ``The task with environment N has been deleted.``, ``The task with environment N
-has finished.`` (step and the GETs after ``done``; ``/reset`` is allowed), and the
-message of anything the simulator or the task list raises (``list index out of
-range`` for a task index past the end). Missing body fields get FastAPI's 422.
+has finished.`` (step and the GETs after ``done``; ``/reset`` is allowed), and
+anything the simulator raises, with its type and the call. Deliberate
+differences (docs/envs/sciworld.md): a ``data_idx`` outside the task list is
+refused naming the valid range (the original says ``list index out of range``
+past the end and counts a negative index from the end), and ``/observation``
+before any reset asks for a reset (the original: ``'observation'``). Missing body
+fields get FastAPI's 422.
+
+**The cap.** Each open environment holds a JVM (a few hundred MB), so at most
+:data:`MAX_ENVS` are open at once (``AGENTGYM_SCIWORLD_MAX_ENVS``); past that,
+``/create`` is refused with ``{"error": ...}`` (the original's answer to a create
+that fails) until one is closed: closing another client's environment behind its
+back would cost it its episode. ``GET /embedded/envs`` (not in the original)
+counts the open environments and the JVMs. A closed id is remembered (the last
+few thousand) to answer "has been deleted", as the original does forever.
 
 Score and done come from the simulator: ``score`` is its 0-1 score times 100,
 rounded; a negative score (the task failed) or more than 100 moves ends the
@@ -43,15 +56,28 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections import OrderedDict
 from typing import Any, AsyncIterator
 
 from fastapi import FastAPI
+from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel
 
+from pytest_agentgym.servers.embedded.limits import (
+    REMEMBERED_CLOSURES,
+    CapReached,
+    CappedEnvs,
+    cap_from_env,
+    explain,
+)
 from pytest_agentgym.servers.embedded.sciworld_jvms import SimulatorPool, spares_from_env
 from pytest_agentgym.servers.embedded.sciworld_tasks import Game, list_games
 
 GREETING = "This is environment ScienceWorld."
+#: Environments open at once (one JVM each); past it, /create is refused until one is
+#: closed. ``AGENTGYM_SCIWORLD_MAX_ENVS`` overrides it.
+MAX_ENVS = 64
+MAX_ENVS_ENV = "AGENTGYM_SCIWORLD_MAX_ENVS"
 
 
 class StepRequestBody(BaseModel):
@@ -93,61 +119,100 @@ def visual_action(text: str) -> str:
     return text
 
 
+class _Env:
+    """One open environment: its simulator (a JVM), the info dict ``/detail`` shows, and
+    the lock that serialises the calls on it."""
+
+    __slots__ = ("simulator", "info", "lock")
+
+    def __init__(self) -> None:
+        self.simulator: Any = None
+        self.info: dict[str, Any] = {"deleted": False, "done": False}
+        self.lock = threading.Lock()
+
+
 class SciWorldEnvironments:
     """All environments of one server process; each method returns the endpoint's JSON."""
 
-    def __init__(self, pool: SimulatorPool, games: list[Game]) -> None:
+    def __init__(self, pool: SimulatorPool, games: list[Game], max_envs: int | None = None) -> None:
         self.pool = pool
         self.games = games
-        self._sims: dict[int, Any] = {}
-        self._info: dict[int, dict[str, Any]] = {}
-        self._locks: dict[int, threading.Lock] = {}
+        cap = max_envs or cap_from_env(MAX_ENVS_ENV, MAX_ENVS)
+        self._envs: CappedEnvs[_Env] = CappedEnvs("the SciWorld server", cap, MAX_ENVS_ENV, refuse=True)
+        #: ids closed by the client, newest last (the original answers "has been deleted")
+        self._deleted: OrderedDict[int, None] = OrderedDict()
         self._next_id = 0
         self._lock = threading.Lock()
 
     # -- checks ---------------------------------------------------------------
-    def _check(self, env_id: int, *, resetting: bool = False) -> Any:
-        info = self._info.get(env_id)
-        if info is None:
-            raise Refused(f"The id {env_id} is not valid.")
-        if info["deleted"]:
+    def _env(self, env_id: int) -> _Env:
+        with self._lock:
+            env = self._envs.get(env_id)
+            if env is None:
+                if env_id in self._deleted:
+                    raise Refused(f"The task with environment {env_id} has been deleted.")
+                raise Refused(f"The id {env_id} is not valid.")
+            return env
+
+    @staticmethod
+    def _check(env: _Env, env_id: int, *, resetting: bool = False) -> Any:
+        """Call with ``env.lock`` held: the simulator, after the original's checks."""
+        if env.info["deleted"]:  # closed while this call waited for the lock
             raise Refused(f"The task with environment {env_id} has been deleted.")
-        if not resetting and info["done"]:
+        if not resetting and env.info["done"]:
             raise Refused(f"The task with environment {env_id} has finished.")
-        return self._sims[env_id]
+        return env.simulator
+
+    def game(self, data_idx: int) -> Game:
+        """The task of ``data_idx``; the original indexes a Python list (negative from the end)."""
+        if not 0 <= data_idx < len(self.games):
+            raise Refused(f"data_idx {data_idx} is out of range: SciWorld task indices are "
+                          f"0-{len(self.games) - 1} (the simulator's (task, variation) pairs)")
+        return self.games[data_idx]
 
     # -- endpoints ------------------------------------------------------------
     def create(self) -> dict[str, Any]:
+        env = _Env()
         try:
             with self._lock:
+                self._envs.make_room()  # refuses past the cap
                 env_id = self._next_id
                 self._next_id += 1
-            simulator = self.pool.take()
-            with self._lock:
-                self._sims[env_id] = simulator
-                self._locks[env_id] = threading.Lock()
-                self._info[env_id] = {"deleted": False, "done": False}
+                self._envs.add(env_id, env)
+                env.lock.acquire()  # calls on this id wait for its JVM
+        except CapReached as exc:
+            return _error(exc)
+        try:
+            env.simulator = self.pool.take()
             return {"id": env_id}
         except Exception as exc:  # noqa: BLE001 - reported as data, like the original
-            return _error(exc)
+            with self._lock:
+                self._envs.pop(env_id)
+            env.info["deleted"] = True
+            return {"error": explain(exc, f"starting the simulator of environment {env_id}")}
+        finally:
+            env.lock.release()
 
     def reset(self, env_id: int, data_idx: int) -> dict[str, Any]:
         try:
-            simulator = self._check(env_id, resetting=True)
-            game = self.games[data_idx]
-            with self._locks[env_id]:
+            env = self._env(env_id)
+            with env.lock:
+                simulator = self._check(env, env_id, resetting=True)
+                game = self.game(data_idx)
                 simulator.load(game.task_name, game.variation)
                 description = simulator.get_task_description()
                 observation, reward, done, info = simulator.step("look around")
-            answer = {
-                "task_name": game.task_name, "var_num": game.variation,
-                "task_description": description, "observation": observation,
-                "reward": reward, "score": info["score"], "deleted": False, "done": done,
-            }
-            self._info[env_id].update(answer)
+                answer = {
+                    "task_name": game.task_name, "var_num": game.variation,
+                    "task_description": description, "observation": observation,
+                    "reward": reward, "score": info["score"], "deleted": False, "done": done,
+                }
+                env.info.update(answer)
             return answer
-        except Exception as exc:  # noqa: BLE001
+        except Refused as exc:
             return _error(exc)
+        except Exception as exc:  # noqa: BLE001
+            return {"error": explain(exc, f"resetting environment {env_id} to data_idx {data_idx}")}
 
     def step(self, env_id: int, action: str) -> dict[str, Any]:
         return self._step(env_id, action, visual=False)
@@ -157,43 +222,64 @@ class SciWorldEnvironments:
 
     def _step(self, env_id: int, action: str, *, visual: bool) -> dict[str, Any]:
         try:
-            simulator = self._check(env_id)
-            with self._locks[env_id]:
+            env = self._env(env_id)
+            with env.lock:
+                simulator = self._check(env, env_id)
                 observation, reward, done, info = simulator.step(action)
                 answer = {"observation": observation, "reward": reward, "score": info["score"], "done": done}
                 if visual:
                     answer.update(info=info, object_tree=_or_default(simulator.getObjectTree, None),
                                   inventory=_or_default(simulator.inventory, ""),
                                   moves=info.get("moves", 0))
-            self._info[env_id].update(answer)
+                env.info.update(answer)
             return answer
-        except Exception as exc:  # noqa: BLE001
+        except Refused as exc:
             return _error(exc)
+        except Exception as exc:  # noqa: BLE001
+            return {"error": explain(exc, f"step {action!r} in environment {env_id}")}
 
     def close(self, env_id: int) -> bool:
-        """Unknown or closed ids raise, so the client gets HTTP 500 as from the original."""
-        info = self._info[env_id]  # KeyError for an unknown id
-        if info["deleted"]:
-            raise Refused(f"The task with environment {env_id} has been deleted.")
-        with self._locks[env_id]:
-            simulator = self._sims.pop(env_id)
-            info["deleted"] = True
+        """Free the environment and give its JVM back. An unknown or closed id raises
+        :class:`Refused`, which the route answers with HTTP 500 as the original does."""
+        with self._lock:
+            env = self._envs.peek(env_id)
+            if env is None:
+                if env_id in self._deleted:
+                    raise Refused(f"The task with environment {env_id} has been deleted.")
+                raise Refused(f"The id {env_id} is not valid.")
+        with env.lock:
+            if env.info["deleted"]:
+                raise Refused(f"The task with environment {env_id} has been deleted.")
+            env.info["deleted"] = True
+            simulator, env.simulator = env.simulator, None
+        with self._lock:
+            self._envs.pop(env_id)
+            self._deleted[env_id] = None
+            while len(self._deleted) > REMEMBERED_CLOSURES:
+                self._deleted.popitem(last=False)
         self.pool.give_back(simulator)
         return True
 
     def ask(self, env_id: int, question: str) -> Any:
         """The read-only GETs: ``question`` names what to answer."""
         try:
-            simulator = self._check(env_id)
-            info = self._info[env_id]
-            if question == "observation":
-                return info["observation"]
-            if question == "detail":
-                return info
-            with self._locks[env_id]:
+            env = self._env(env_id)
+            with env.lock:
+                simulator = self._check(env, env_id)
+                info = env.info
+                if question == "observation":
+                    if "observation" not in info:  # the original answers its KeyError
+                        raise Refused(f"environment {env_id} has no observation yet: POST /reset "
+                                      f'{{"id": {env_id}, "data_idx": <0-{len(self.games) - 1}>}} '
+                                      f"before /observation")
+                    return info["observation"]
+                if question == "detail":
+                    return dict(info)
                 return self._read(simulator, question, info)
-        except Exception as exc:  # noqa: BLE001
+        except Refused as exc:
             return _error(exc)
+        except Exception as exc:  # noqa: BLE001
+            return {"error": explain(exc, f"reading /{question} of environment {env_id}")}
 
     @staticmethod
     def _read(simulator: Any, question: str, info: dict[str, Any]) -> Any:
@@ -217,12 +303,20 @@ class SciWorldEnvironments:
             }
         raise AssertionError(question)
 
+    def status(self) -> dict[str, Any]:
+        """``GET /embedded/envs``: the open environments, the cap and the JVMs."""
+        with self._lock:
+            return self._envs.status(idle_jvms=self.pool.idle, jvms_started=self.pool.started)
+
     def shutdown(self) -> None:
         """Stop every JVM: those of open environments and the idle ones."""
         with self._lock:
-            sims, self._sims = list(self._sims.values()), {}
-        for simulator in sims:
-            simulator.close()
+            envs = self._envs.values()
+            for env_id in list(self._envs):
+                self._envs.pop(env_id)
+        for env in envs:
+            if env.simulator is not None:
+                env.simulator.close()
         self.pool.close()
 
 
@@ -272,7 +366,14 @@ def create_app(environments: SciWorldEnvironments | None = None) -> FastAPI:
 
     @app.post("/close")
     def close(body: CloseRequestBody) -> Any:
-        return envs.close(body.id)
+        try:
+            return envs.close(body.id)
+        except Refused as exc:  # the original's unhandled exception: HTTP 500
+            return PlainTextResponse(f"POST /close: {exc}", status_code=500)
+
+    @app.get("/embedded/envs")
+    def embedded_envs() -> Any:  # not in the original: see limits.py
+        return envs.status()
 
     for question in _QUESTIONS:
         app.add_api_route(f"/{question}", _getter(envs, question), methods=["GET"],

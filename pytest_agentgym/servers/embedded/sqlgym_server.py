@@ -20,14 +20,19 @@ Endpoints and answers are the original's:
 Where the original fails with an exception (unknown env, step before reset,
 an item id outside the data), this server answers the same HTTP 500, with a
 ``{"detail": ...}`` body that says what was wrong instead of the original's
-``Internal Server Error``. A missing field is 422, as there.
+``Internal Server Error``; so does any failure it did not expect (the type of the
+exception, and the call). A missing field is 422, as there.
 
 Two deliberate differences, invisible to a client that creates fewer than 9
 envs: the original keeps 8 envs and hands their ids out again round-robin
 (two concurrent episodes can then share one env); here every ``/create`` gets
-a new id, and only the least recently used env beyond :data:`MAX_ENVS` is
-dropped (there is no ``/close``). And the loaded questions are shared by all
-envs instead of loaded once per env.
+a new id, and at most :data:`MAX_ENVS` envs are kept (``AGENTGYM_SQLGYM_MAX_ENVS``):
+past that, a create closes the least recently used env (there is no ``/close``),
+whose id then answers HTTP 500 saying it was closed for the cap. The wire shape
+is the original's: ``/create`` a bare int, ``/list_envs`` a list of ints (up to the
+cap, where the original lists at most 8). ``GET /embedded/envs`` (not in the
+original) counts them. And the loaded questions are shared by all envs instead
+of loaded once per env.
 
 The data: ``AGENTENV_SQLGYM_BIRD_PATH`` (the original's variable) names a BIRD
 directory; unset, the project's shipped data set is used (see
@@ -42,7 +47,6 @@ import asyncio
 import logging
 import os
 import random
-from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
@@ -51,6 +55,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
+from pytest_agentgym.servers.embedded.limits import CappedEnvs, cap_from_env, explain
 from pytest_agentgym.servers.embedded.sqlgym_bird import (
     BIRD_PATH_ENV,
     BirdDataError,
@@ -64,8 +69,10 @@ log = logging.getLogger("pytest_agentgym.sqlgym_server")
 ITEM_RANGES = {"train": (0, 9428), "dev": (9428, 10962)}
 #: the original draws env ids with random.randint(0, 489576)
 MAX_ENV_ID = 489576
-#: envs kept at once; beyond it the least recently used one is dropped (each holds an open database)
+#: envs kept at once; beyond it the least recently used one is closed (each holds an open
+#: database); ``AGENTGYM_SQLGYM_MAX_ENVS`` overrides it
 MAX_ENVS = 256
+MAX_ENVS_ENV = "AGENTGYM_SQLGYM_MAX_ENVS"
 #: what the original's state string keeps before it adds "..."
 STATE_CHARS = 100
 
@@ -112,7 +119,7 @@ class SQLGymService:
         self.rng = rng or random.Random()
         self._datasets: dict[str, Any] = {}
         #: env id -> sqlgym.SqlGymEnv (None until its first reset); most recently used last
-        self.envs: OrderedDict[int, Any] = OrderedDict()
+        self.envs: CappedEnvs[Any] = CappedEnvs("the SQLGym server", max_envs, MAX_ENVS_ENV)
 
     def _data_note(self) -> str:
         if self.shipped:
@@ -128,24 +135,23 @@ class SQLGymService:
 
     def _env(self, env_idx: int, *, reset: bool = False) -> Any:
         if env_idx not in self.envs:
-            raise Refused(f"Env {env_idx} not found: create one with POST /create (envs unused "
-                          f"while {self.max_envs} newer ones were used are dropped)")
-        self.envs.move_to_end(env_idx)
-        env = self.envs[env_idx]
+            if self.envs.was_closed_for_cap(env_idx):
+                raise Refused(f"Env {env_idx} not found: {self.envs.closed_for_cap(env_idx)}")
+            raise Refused(f"Env {env_idx} not found: create one with POST /create")
+        env = self.envs.get(env_idx)
         if env is None and not reset:
             raise Refused(f"Env {env_idx} has no question yet: POST /reset "
                           '{"env_idx", "item_id"} before /step or /observation')
         return env
 
     def create(self) -> int:
+        for _, dropped in self.envs.make_room():  # one thread serves every call: none is busy
+            if dropped is not None and dropped.conn is not None:
+                dropped.conn.close()
         env_idx = self.rng.randint(0, MAX_ENV_ID)
         while env_idx in self.envs:
             env_idx = self.rng.randint(0, MAX_ENV_ID)
-        self.envs[env_idx] = None
-        while len(self.envs) > self.max_envs:
-            _, dropped = self.envs.popitem(last=False)
-            if dropped is not None and dropped.conn is not None:
-                dropped.conn.close()
+        self.envs.add(env_idx, None)
         return env_idx
 
     def reset(self, env_idx: int, item_id: int) -> tuple[str, None]:
@@ -164,7 +170,10 @@ class SQLGymService:
         if env is None or env.dataset is not dataset:
             from sqlgym import SqlGymEnv
 
-            env = self.envs[env_idx] = SqlGymEnv(dataset)
+            if env is not None and env.conn is not None:
+                env.conn.close()
+            env = SqlGymEnv(dataset)
+            self.envs.add(env_idx, env)
         return env.reset(index), None
 
     def step(self, env_idx: int, action: str) -> dict[str, Any]:
@@ -178,6 +187,10 @@ class SQLGymService:
     def list_envs(self) -> list[int]:
         return list(self.envs)
 
+    def status(self) -> dict[str, Any]:
+        """``GET /embedded/envs``: the open envs and the cap."""
+        return self.envs.status()
+
 
 def data_dir() -> tuple[Path, bool]:
     """(directory, shipped): ``AGENTENV_SQLGYM_BIRD_PATH`` when set, else the shipped
@@ -189,7 +202,8 @@ def data_dir() -> tuple[Path, bool]:
 def create_app(bird_dir: str | Path | None = None) -> FastAPI:
     try:
         directory, shipped = (Path(bird_dir), False) if bird_dir is not None else data_dir()
-        service = SQLGymService(directory, shipped=shipped)
+        service = SQLGymService(directory, shipped=shipped,
+                                max_envs=cap_from_env(MAX_ENVS_ENV, MAX_ENVS))
     except BirdDataError as exc:
         raise SystemExit(f"sqlgym server: {exc}") from None
     sizes = ", ".join(f"{split}: {n} questions" for split, n in service.sizes.items())
@@ -198,11 +212,16 @@ def create_app(bird_dir: str | Path | None = None) -> FastAPI:
     app = FastAPI(title="pytest-agentgym SQLGym (agentenv-sqlgym compatible)")
     app.state.service = service
 
-    async def run(call: Callable[[], Any]) -> Any:
+    async def run(call: Callable[[], Any], doing: str) -> Any:
+        """``call`` on the SQLite thread; a failure is the original's HTTP 500, with a
+        body that says what was wrong (``doing``: what the call was)."""
         try:
             return await asyncio.get_running_loop().run_in_executor(worker, call)
         except Refused as exc:
             return JSONResponse({"detail": str(exc)}, status_code=500)
+        except Exception as exc:  # noqa: BLE001 - the original's 500, but saying why
+            log.exception("SQLGym: %s failed", doing)
+            return JSONResponse({"detail": explain(exc, doing)}, status_code=500)
 
     @app.get("/")
     async def root() -> str:
@@ -210,22 +229,28 @@ def create_app(bird_dir: str | Path | None = None) -> FastAPI:
 
     @app.get("/list_envs")
     async def list_envs() -> Any:
-        return await run(service.list_envs)
+        return await run(service.list_envs, "listing the envs")
 
     @app.post("/create")
     async def create() -> Any:
-        return await run(service.create)
+        return await run(service.create, "creating an env")
 
     @app.post("/reset")
     async def reset(query: ResetQuery) -> Any:
-        return await run(lambda: service.reset(query.env_idx, query.item_id))
+        return await run(lambda: service.reset(query.env_idx, query.item_id),
+                         f"resetting env {query.env_idx} to item id {query.item_id}")
 
     @app.post("/step")
     async def step(query: StepQuery) -> Any:
-        return await run(lambda: service.step(query.env_idx, query.action))
+        return await run(lambda: service.step(query.env_idx, query.action),
+                         f"step {query.action!r} in env {query.env_idx}")
 
     @app.get("/observation")
     async def observation(env_idx: int) -> Any:
-        return await run(lambda: service.observation(env_idx))
+        return await run(lambda: service.observation(env_idx), f"reading the observation of env {env_idx}")
+
+    @app.get("/embedded/envs")
+    async def embedded_envs() -> Any:  # not in the original: see limits.py
+        return await run(service.status, "counting the envs")
 
     return app

@@ -23,9 +23,17 @@ shapes (and key order), status codes and error bodies follow the original
 ====================  ===============================  ==========================================
 
 Failures are HTTP 200 ``{"error": "..."}``: ``The id N is not valid.`` for an
-unknown or closed id; any other exception raised while handling a call is
-reported the same way with its message. Missing or mistyped body fields get
-FastAPI's 422 answer, as in the original (same pydantic models).
+unknown or closed id (with the reason when it was closed for the cap); a
+``data_idx`` outside 0-543, or null, is refused naming the field and the range
+(the original wraps it mod 544 and plays another task, or reports Python's
+``%`` error for null); any other exception raised while handling a call is
+reported the same way, with its type and what was being done. Missing or
+mistyped body fields get FastAPI's 422 answer, as in the original (same pydantic
+models).
+
+At most :data:`MAX_ENVS` envs are open (``AGENTGYM_TEXTCRAFT_MAX_ENVS``): a create
+past that closes the least recently used env (:mod:`.limits`). ``GET
+/embedded/envs`` (not in the original) says how many are open.
 
 Task mapping and the crafting-command list: see ``textcraft_tasks``; the rules
 of the game: ``textcraft_world``.
@@ -40,10 +48,15 @@ from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel
 
-from pytest_agentgym.servers.embedded.textcraft_tasks import TaskSet, shipped_tasks
+from pytest_agentgym.servers.embedded.limits import CappedEnvs, cap_from_env, explain
+from pytest_agentgym.servers.embedded.textcraft_tasks import TaskOutOfRange, TaskSet, shipped_tasks
 from pytest_agentgym.servers.embedded.textcraft_world import CraftingSession
 
 GREETING = "This is environment TextCraft."
+#: Envs kept open at once; past it, a create closes the least recently used one.
+#: ``AGENTGYM_TEXTCRAFT_MAX_ENVS`` overrides it.
+MAX_ENVS = 1024
+MAX_ENVS_ENV = "AGENTGYM_TEXTCRAFT_MAX_ENVS"
 
 
 class CreateRequestBody(BaseModel):
@@ -66,91 +79,111 @@ class CloseRequestBody(BaseModel):
 
 
 class UnknownEnv(Exception):
-    def __init__(self, env_id: int) -> None:
-        super().__init__(f"The id {env_id} is not valid.")
+    """An id that is not open; the message is the original's, with the reason when
+    the id was closed for the cap."""
+
+
+class _Env:
+    """One open env: its crafting session and the info dict ``/detail`` shows."""
+
+    __slots__ = ("session", "info")
+
+    def __init__(self, session: CraftingSession, info: dict[str, Any]) -> None:
+        self.session = session
+        self.info = info
 
 
 class TextCraftEnvironments:
-    """All environment instances of one server process, keyed by id (0, 1, 2, ...).
+    """All environment instances of one server process, keyed by id (0, 1, 2, ...),
+    at most ``max_envs`` of them (see :mod:`.limits`).
 
     Every public method returns the JSON value the endpoint answers with. One
     lock serialises the calls; each is a few microseconds of dictionary work.
     """
 
-    def __init__(self, tasks: TaskSet | None = None) -> None:
+    def __init__(self, tasks: TaskSet | None = None, max_envs: int | None = None) -> None:
         self.tasks = tasks or shipped_tasks()
-        self._sessions: dict[int, CraftingSession] = {}
-        self._info: dict[int, dict[str, Any]] = {}
+        cap = max_envs or cap_from_env(MAX_ENVS_ENV, MAX_ENVS)
+        self._envs: CappedEnvs[_Env] = CappedEnvs("the TextCraft server", cap, MAX_ENVS_ENV)
         self._next_id = 0
         self._lock = threading.Lock()
 
     def create(self) -> dict[str, Any]:
         with self._lock:
+            self._envs.make_room()  # every call holds the lock, so none is busy now
             env_id = self._next_id
             self._next_id += 1
-            task = self.tasks.task(env_id)
-            self._sessions[env_id] = CraftingSession(self.tasks.book, task.goal)
-            self._info[env_id] = {
+            # The original pre-resets with data_idx = id, wrapped mod 544: not a task the
+            # client asked for (it resets to its own), so the wrap stays.
+            task = self.tasks.task(env_id % len(self.tasks))
+            self._envs.add(env_id, _Env(CraftingSession(self.tasks.book, task.goal), {
                 "observation": task.observation, "done": False, "reward": 0, "deleted": False,
-            }
+            }))
             return {"id": env_id, "observation": task.observation, "done": False, "reward": 0}
 
     def reset(self, env_id: int, data_idx: int | None) -> dict[str, Any]:
         with self._lock:
             try:
-                session = self._session(env_id)
-                session.inventory = {}
+                env = self._env(env_id)
                 if data_idx is None:
-                    # the original computes None % 544 and reports Python's message
-                    raise TypeError("unsupported operand type(s) for %: 'NoneType' and 'int'")
+                    # the original computes None % 544 and fails after emptying the inventory
+                    env.session.inventory = {}
+                    raise TaskOutOfRange(
+                        f"data_idx is null: POST /reset takes a whole number data_idx 0-"
+                        f"{len(self.tasks) - 1}, or no data_idx at all for task 0")
                 task = self.tasks.task(data_idx)
-                session.restart(task.goal)
-                self._info[env_id].update(
+                env.session.inventory = {}
+                env.session.restart(task.goal)
+                env.info.update(
                     {"observation": task.observation, "done": False, "reward": 0, "deleted": False}
                 )
                 return {"id": env_id, "observation": task.observation, "done": False, "reward": 0}
-            except Exception as exc:  # noqa: BLE001 - reported as data, like the original
+            except (UnknownEnv, TaskOutOfRange) as exc:
                 return {"error": str(exc)}
+            except Exception as exc:  # noqa: BLE001 - reported as data, like the original
+                return {"error": explain(exc, f"resetting environment {env_id} to data_idx {data_idx}")}
 
     def step(self, env_id: int, action: str) -> dict[str, Any]:
         with self._lock:
             try:
-                observation, reward, done = self._session(env_id).step(action)
-            except Exception as exc:  # noqa: BLE001
+                env = self._env(env_id)
+                observation, reward, done = env.session.step(action)
+            except UnknownEnv as exc:
                 return {"error": str(exc)}
+            except Exception as exc:  # noqa: BLE001
+                return {"error": explain(exc, f"step {action!r} in environment {env_id}")}
             answer = {"observation": observation, "reward": reward, "done": done}
-            self._info[env_id].update(answer)
+            env.info.update(answer)
             return answer
 
     def observation(self, env_id: int) -> Any:
         with self._lock:
             try:
-                self._session(env_id)
+                return self._env(env_id).info["observation"]
             except UnknownEnv as exc:
                 return {"error": str(exc)}
-            return self._info[env_id]["observation"]
 
     def detail(self, env_id: int) -> dict[str, Any]:
         with self._lock:
             try:
-                self._session(env_id)
+                return dict(self._env(env_id).info)
             except UnknownEnv as exc:
                 return {"error": str(exc)}
-            return dict(self._info[env_id])
 
     def close(self, env_id: int) -> bool:
         with self._lock:
-            if env_id not in self._sessions:
-                return False
-            del self._sessions[env_id]
-            del self._info[env_id]
-            return True
+            return self._envs.pop(env_id) is not None
 
-    def _session(self, env_id: int) -> CraftingSession:
-        try:
-            return self._sessions[env_id]
-        except KeyError:
-            raise UnknownEnv(env_id) from None
+    def status(self) -> dict[str, Any]:
+        """``GET /embedded/envs``: the open envs and the cap."""
+        with self._lock:
+            return self._envs.status()
+
+    def _env(self, env_id: int) -> _Env:
+        env = self._envs.get(env_id)
+        if env is None:
+            raise UnknownEnv(self._envs.unknown(env_id))
+        return env
 
 
 def _missing_method() -> PlainTextResponse:
@@ -198,5 +231,9 @@ def create_app(environments: TextCraftEnvironments | None = None) -> FastAPI:
     @app.post("/close")
     def close(body: CloseRequestBody) -> Any:
         return envs.close(body.id)
+
+    @app.get("/embedded/envs")
+    def embedded_envs() -> Any:  # not in the original: see limits.py
+        return envs.status()
 
     return app

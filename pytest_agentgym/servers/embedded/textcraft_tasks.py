@@ -2,7 +2,9 @@
 
 Goal mapping (as in AgentGym): the 544 items with a recipe depth of at least 1 in
 the recipe book's reading order (the original's, see ``textcraft_recipes``),
-sorted by depth ascending (a stable sort), indexed by ``data_idx % 544``.
+sorted by depth ascending (a stable sort), indexed by ``data_idx``. The original
+takes ``data_idx % 544``, so 544 or -1 silently plays another task; here an index
+outside 0-543 raises :class:`TaskOutOfRange` (docs/envs/textcraft.md).
 
 Crafting commands (the observation's list) are the original's exact list as its
 server produces it under ``PYTHONHASHSEED=0``, whatever this process's own hash
@@ -91,6 +93,10 @@ def crafting_commands(book: RecipeBook, goal: str, seed: int = COMMANDS_SEED) ->
     return tuple(lines)
 
 
+class TaskOutOfRange(ValueError):
+    """A ``data_idx`` that names no goal; the message gives the valid range."""
+
+
 class TaskSet:
     """``data_idx`` -> :class:`Task`, computed on demand and cached."""
 
@@ -104,7 +110,11 @@ class TaskSet:
         return len(self.goals)
 
     def goal(self, data_idx: int) -> str:
-        return self.goals[data_idx % len(self.goals)]
+        if not 0 <= data_idx < len(self.goals):
+            raise TaskOutOfRange(
+                f"data_idx {data_idx} is out of range: TextCraft task indices are "
+                f"0-{len(self.goals) - 1} (the {len(self.goals)} goals)")
+        return self.goals[data_idx]
 
     def task(self, data_idx: int) -> Task:
         goal = self.goal(data_idx)

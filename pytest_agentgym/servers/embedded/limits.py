@@ -1,0 +1,187 @@
+"""What every embedded server shares: a cap on open environments, and error texts
+that say what was wrong.
+
+**The cap.** AgentGym's servers keep every environment a client creates until the
+process ends (several have no ``/close``; a client that dies never calls it), so a
+long-lived server grows without bound. Each embedded server keeps at most a fixed
+number of environments open: a module-level default, overridden by an environment
+variable of the server's own (``AGENTGYM_<SERVER>_MAX_ENVS``) read when the app is
+made. Past the cap a server either closes its least recently used environment that
+no request is using (:class:`CappedEnvs`; the closed id then answers an error that
+says so) or refuses the ``/create`` (SciWorld, where each environment is a JVM).
+docs/servers.md lists each server's choice.
+
+``GET /embedded/envs`` (under the environment's base URL: ``/maze/embedded/envs``)
+is a route of the embedded servers only: how many environments are open, the cap,
+the variable that sets it and what happens past it. No AgentGym client calls it.
+
+**Errors.** :func:`explain` turns an exception a handler did not expect into a
+sentence naming what was being done, the exception's type and, for a lookup, the
+missing key; never an empty string or a bare number such as ``str(KeyError(0))``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
+
+V = TypeVar("V")
+
+#: ids closed for the cap that a table still recognises (older ones get the plain
+#: "not valid" answer); about 100 bytes each
+REMEMBERED_CLOSURES = 4096
+
+#: what ``GET /embedded/envs`` says happens past the cap, by policy
+CLOSES_LRU = "the least recently used idle environment is closed"
+REFUSES_CREATE = "POST /create is refused until an environment is closed"
+
+
+def cap_from_env(variable: str, default: int, environ: Mapping[str, str] | None = None) -> int:
+    """The cap set by ``variable`` (a whole number >= 1), or ``default`` when it is unset
+    or empty. A bad value stops the server at start-up with a message naming it."""
+    raw = (os.environ if environ is None else environ).get(variable, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise SystemExit(f"{variable}={raw!r}: expected a whole number of environments, 1 or more "
+                         f"(the most this server keeps open at once; default {default})")
+    return value
+
+
+def explain(exc: BaseException, doing: str) -> str:
+    """A message for ``exc``, raised while ``doing`` ("resetting environment 3 to
+    data_idx 7"): the exception's type and text, and for a failed lookup the key, so
+    that ``KeyError(0)`` is not answered as ``"0"`` nor an empty message as ``""``."""
+    name = type(exc).__name__
+    if isinstance(exc, KeyError):
+        key = exc.args[0] if exc.args else None
+        return f"{doing} failed: {name}: no entry {key!r}"
+    text = str(exc).strip()
+    if not text:
+        return f"{doing} failed: {name} (the exception carried no message)"
+    return f"{doing} failed: {name}: {text}"
+
+
+class CapReached(Exception):
+    """Every open environment is busy (or the server refuses past its cap): the create
+    is refused with this message."""
+
+
+class CappedEnvs(Generic[V]):
+    """The open environments of one server: id -> state, least recently used first,
+    at most ``cap`` of them. Not thread-safe: the server calls it under its own lock
+    (or from one thread).
+
+    :meth:`make_room` is called before a create adds its environment: it closes the
+    least recently used environments that ``busy`` does not name until there is room,
+    and returns them for the server to free. With ``refuse=True`` it closes nothing and
+    raises :class:`CapReached` instead. An id closed for the cap is remembered (the
+    last :data:`REMEMBERED_CLOSURES`), so that :meth:`unknown` can say why it is gone.
+    """
+
+    def __init__(self, server: str, cap: int, variable: str, *, refuse: bool = False) -> None:
+        self.server = server
+        self.cap = cap
+        self.variable = variable
+        self.refuse = refuse
+        self._open: OrderedDict[int, V] = OrderedDict()
+        self._closed_for_cap: OrderedDict[int, None] = OrderedDict()
+        #: how many environments were closed for the cap since the server started
+        self.closed_count = 0
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def __contains__(self, env_id: object) -> bool:
+        return env_id in self._open
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(list(self._open))
+
+    def values(self) -> list[V]:
+        return list(self._open.values())
+
+    def get(self, env_id: int) -> V | None:
+        """The state of an open environment, which becomes the most recently used."""
+        if env_id not in self._open:
+            return None
+        self._open.move_to_end(env_id)
+        return self._open[env_id]
+
+    def peek(self, env_id: int) -> V | None:
+        """The state of an open environment, without touching its place."""
+        return self._open.get(env_id)
+
+    def make_room(self, busy: Callable[[V], bool] | None = None) -> list[tuple[int, V]]:
+        """Close environments until one more fits; returns the closed ``(id, state)``."""
+        if len(self._open) < self.cap:
+            return []
+        if self.refuse:
+            raise CapReached(
+                f"{self.server} already has {len(self._open)} open environments, its cap "
+                f"({self.variable}={self.cap}): close one with POST /close, or restart the "
+                f"server with a larger {self.variable}")
+        closed: list[tuple[int, V]] = []
+        for env_id in list(self._open):
+            if len(self._open) < self.cap:
+                break
+            state = self._open[env_id]
+            if busy is not None and busy(state):
+                continue
+            del self._open[env_id]
+            self._remember(env_id)
+            closed.append((env_id, state))
+        if len(self._open) >= self.cap:
+            raise CapReached(
+                f"{self.server} has {len(self._open)} open environments, its cap ({self.variable}="
+                f"{self.cap}), and every one is in use by a request: try again when one finishes, "
+                f"or restart the server with a larger {self.variable}")
+        return closed
+
+    def add(self, env_id: int, state: V) -> None:
+        """Add a new environment (after :meth:`make_room`) as the most recently used."""
+        self._closed_for_cap.pop(env_id, None)
+        self._open[env_id] = state
+
+    def pop(self, env_id: int) -> V | None:
+        """Remove an environment the client closed (not counted as closed for the cap)."""
+        return self._open.pop(env_id, None)
+
+    def _remember(self, env_id: int) -> None:
+        self.closed_count += 1
+        self._closed_for_cap[env_id] = None
+        while len(self._closed_for_cap) > REMEMBERED_CLOSURES:
+            self._closed_for_cap.popitem(last=False)
+
+    def was_closed_for_cap(self, env_id: int) -> bool:
+        return env_id in self._closed_for_cap
+
+    def closed_for_cap(self, env_id: int) -> str:
+        """Why ``env_id`` is gone (call when :meth:`was_closed_for_cap`), ending in what to do."""
+        return (f"environment {env_id} was closed to stay within the cap of {self.cap} open "
+                f"environments: it was the least recently used when another was created "
+                f"({self.variable} sets the cap). Create a new one with POST /create")
+
+    def unknown(self, env_id: int) -> str:
+        """The original's ``The id N is not valid.``, with the reason when the id was
+        closed for the cap."""
+        if self.was_closed_for_cap(env_id):
+            return f"The id {env_id} is not valid: {self.closed_for_cap(env_id)}."
+        return f"The id {env_id} is not valid."
+
+    def status(self, **extra: Any) -> dict[str, Any]:
+        """The answer of ``GET /embedded/envs``."""
+        return {
+            "server": self.server,
+            "open": len(self._open),
+            "max_envs": self.cap,
+            "setting": self.variable,
+            "past_the_cap": REFUSES_CREATE if self.refuse else CLOSES_LRU,
+            "closed_for_cap": self.closed_count,
+            **extra,
+        }
