@@ -37,6 +37,11 @@ __all__ = ["ChosenEndpoint", "EndpointConfig", "EndpointConfigError", "HEALTH_TI
 KINDS = ("openai", "tensorzero", "ollama", "vllm", "reference")
 LAUNCHABLE = ("vllm", "reference")
 HEALTH_TIMEOUT = 2.0
+#: A launched endpoint that died mid-run is started again up to this many times per
+#: restart, waiting RESTART_BACKOFF seconds, doubling, in between (an environment
+#: server's defaults: envs.yaml start_attempts and start_backoff)
+RESTART_ATTEMPTS = 3
+RESTART_BACKOFF = 1.0
 
 _COMMON_KEYS = {"kind", "url", "model", "api_key_env"}
 _KIND_KEYS = {
@@ -276,10 +281,29 @@ class ChosenEndpoint:
         """One line for the report header."""
         return "; ".join(self.notes) if self.notes else f"using {self.config.describe()}"
 
+    def revive(self) -> str | None:
+        """Start the process the plugin launched for this endpoint again, on its port,
+        when it has died (its process ended, or its port refuses connections); with
+        back-off, like an environment server (:meth:`ManagedServer.revive
+        <pytest_agentgym.process.managed.ManagedServer.revive>`). Returns a line that
+        says what died, why and where it runs again, or None when nothing was done: the
+        process is alive, or the endpoint is not the plugin's (attached: never restarted
+        from here). Raises ``ServerStartError`` when it did not come back."""
+        process = self.process
+        if process is None:
+            return None
+        import logging
+
+        why = process.revive(RESTART_ATTEMPTS, RESTART_BACKOFF, logging.getLogger("pytest_agentgym.model"))
+        if why is None:
+            return None
+        managed = getattr(process, "process", process)  # a VLLMServer's ManagedServer
+        return f"{managed.label} died mid-run ({why}) and was restarted at {redact_url(managed.url)}"
+
     def close(self) -> None:
-        if self.process is not None:
-            self.process.stop()
-            self.process = None
+        process, self.process = self.process, None  # first: a revive() from now on does nothing
+        if process is not None:
+            process.stop()
 
     def __enter__(self) -> "ChosenEndpoint":
         return self

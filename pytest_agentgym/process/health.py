@@ -65,10 +65,17 @@ REFUSED = "connection refused"
 def probe_client() -> httpx.Client:
     """The HTTP client for health probes: make one per lifecycle (a server, a pool)
     and reuse it for every poll. Building a client builds an SSL context, which
-    costs tens of milliseconds of CPU; a new one per poll adds up under load."""
-    import httpx
+    costs tens of milliseconds of CPU; a new one per poll adds up under load.
+    Its requests follow the plugin's one proxy rule
+    (:func:`pytest_agentgym.transport.proxy_for`): never a proxy for this machine's
+    servers, the ``*_PROXY`` variables for others."""
+    from pytest_agentgym.transport import http_client
 
-    return httpx.Client(timeout=5.0, follow_redirects=False)
+    return http_client(timeout=5.0, follow_redirects=False)
+
+
+#: what a proxy answers when it could not reach the server (not the server's answer)
+PROXY_GATEWAY_ERRORS = (502, 504)
 
 
 def probe(url: str, timeout: float, check: HealthCheck = ANY_ANSWER,
@@ -76,14 +83,33 @@ def probe(url: str, timeout: float, check: HealthCheck = ANY_ANSWER,
     """``None`` when ``url`` passes ``check``, else why not (a short phrase).
 
     ``client``: the caller's long-lived probe client (:func:`probe_client`); a
-    one-off probe without one builds (and closes) its own."""
+    one-off probe without one builds (and closes) its own. A probe that goes
+    through a proxy says so (``through the proxy http://...: connection refused``),
+    and a 502 or 504 from there is the proxy's failure, not the server's answer."""
     if client is None:
         with probe_client() as own:
             return probe(url, timeout, check, own)
     import httpx
 
+    from pytest_agentgym.transport import proxy_for, proxy_phrase
+
+    target = url.rstrip("/") + check.path
     try:
-        response = client.get(url.rstrip("/") + check.path, timeout=timeout)
+        via = proxy_for(target)
+    except httpx.InvalidURL:
+        via = None  # the request below says what is wrong with the URL
+    reason = _why_not(client, target, timeout, check, via)
+    if reason is not None and via is not None:
+        return f"{proxy_phrase(via)}: {reason}"
+    return reason
+
+
+def _why_not(client: httpx.Client, target: str, timeout: float, check: HealthCheck,
+             via: str | None) -> str | None:
+    import httpx
+
+    try:
+        response = client.get(target, timeout=timeout)
     except httpx.ConnectError:
         return REFUSED
     except httpx.ConnectTimeout:
@@ -92,6 +118,8 @@ def probe(url: str, timeout: float, check: HealthCheck = ANY_ANSWER,
         return f"the port accepts connections but nothing answered within {timeout:g} s"
     except httpx.HTTPError as exc:
         return f"{type(exc).__name__}: {exc}"
+    if via is not None and response.status_code in PROXY_GATEWAY_ERRORS:
+        return f"the proxy answered HTTP {response.status_code} (it could not reach the server)"
     if check.require_ok and response.status_code != 200:
         return f"GET {check.path} answered HTTP {response.status_code}"
     return None

@@ -62,6 +62,9 @@ class RunResources:
         #: the first endpoint's reference agent, spawned before the endpoint is chosen (and
         #: ours to stop until the chosen endpoint takes it over)
         self._spawned_agent = None  # process.managed.ManagedServer
+        #: one line per restart of the launched endpoint after it died mid-run (before_retry),
+        #: for the terminal and run.json's notes
+        self.endpoint_restarts: list[str] = []
         if worker_input is not None:
             self.env_urls = dict(worker_input["agentgym_env_urls"])
 
@@ -235,9 +238,17 @@ class RunResources:
         return server_identity(answer, how)
 
     async def before_retry(self, env: str, error: ErrorInfo) -> None:
-        """Restart a spawned server that died before the episode is tried again."""
+        """Before an episode is tried again: restart a spawned server that died (an
+        ``env`` error), or the model endpoint this process launched (the reference
+        agent, vLLM) when it died (a ``model`` error); both with back-off, through
+        the same process manager. An endpoint the plugin did not launch is never
+        restarted: the retry goes to it as it is."""
         if self._pool is not None and error.where == "env":
             await asyncio.to_thread(self._pool.ensure, env)
+        elif error.where == "model" and self.worker is None and self._chosen is not None:
+            restarted = await asyncio.to_thread(self._chosen.revive)
+            if restarted is not None:
+                self.endpoint_restarts.append(f"{restarted}; the episodes it cut short were retried")
 
     # -- the engine --------------------------------------------------------------------------
 

@@ -24,15 +24,14 @@ import shutil
 import sys
 import tempfile
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Literal, Mapping
 
 from pytest_agentgym.envs.spec import EnvSpec
-from pytest_agentgym.process.health import DEFAULT_HOST, build_argv, describe_exit, free_port, probe, probe_client
+from pytest_agentgym.process.health import DEFAULT_HOST, build_argv, free_port, probe, probe_client
 from pytest_agentgym.process.children import in_parallel
-from pytest_agentgym.process.errors import ServerCommandError, ServerError, ServerStartError
+from pytest_agentgym.process.errors import ServerError
 from pytest_agentgym.process.managed import ManagedServer
 
 log = logging.getLogger("pytest_agentgym.servers")
@@ -205,53 +204,8 @@ class ServerPool:
     def _start_with_backoff(self, spec: EnvSpec, server: ManagedServer) -> ManagedServer:
         """Start ``server``; a spawned one that exits or never answers is started again
         (same port) up to ``spec.start_attempts`` times, waiting ``spec.start_backoff``
-        seconds, doubling, in between."""
-        attempts = 1 if server.attached else max(1, spec.start_attempts)
-        waits: list[float] = []
-        for attempt in range(1, attempts + 1):
-            try:
-                return server.start()
-            except ServerCommandError:
-                raise  # the command cannot run at all: starting it again cannot help
-            except ServerStartError as exc:
-                last = exc
-                if attempt == attempts:
-                    break
-                waits.append(spec.start_backoff * 2 ** (attempt - 1))
-                self._log_attempt(server, attempt, attempts, exc, waits[-1])
-                time.sleep(waits[-1])  # back-off before the next start
-        self._log_attempt(server, attempts, attempts, last, None)
-        if server.attached:
-            raise last  # one line already: nothing was started here
-        raise ServerStartError(
-            self._gave_up(server, attempts, waits, last),
-            exit_code=last.exit_code, log_tail=last.log_tail, attempts=attempts,
-        ) from last
-
-    @staticmethod
-    def _why(server: ManagedServer, exc: ServerStartError) -> str:
-        if exc.exit_code is not None:
-            return f"{describe_exit(exc.exit_code)} before it answered"
-        return f"did not answer at {server.url} within {server.startup_timeout:g} s"
-
-    def _log_attempt(self, server: ManagedServer, attempt: int, attempts: int,
-                     exc: ServerStartError, wait: float | None) -> None:
-        then = f"; next attempt in {wait:g} s" if wait is not None else "; giving up"
-        line = f"start attempt {attempt} of {attempts} failed: it {self._why(server, exc)}{then}"
-        server.note(line)
-        log.warning("%s: %s (log: %s)", server.label, line, server.log_path)
-
-    def _gave_up(self, server: ManagedServer, attempts: int, waits: list[float],
-                 last: ServerStartError) -> str:
-        """One paragraph: how many attempts, why the last failed, the command, the log."""
-        tail = " | ".join(line.strip() for line in last.log_tail.splitlines()[-5:] if line.strip())
-        tries = (f"{attempts} attempts (waiting {', '.join(f'{w:g} s' for w in waits)} between "
-                 "them); the last one" if waits else "1 attempt; it")
-        return (
-            f"{server.label} did not start after {tries} {self._why(server, last)}; "
-            f"command: `{shlex.join(server.argv or [])}`; its log: {server.log_path}"
-            + (f"; last lines: {tail}" if tail else "")
-        )
+        seconds, doubling, in between (:meth:`ManagedServer.start_with_backoff`)."""
+        return server.start_with_backoff(spec.start_attempts, spec.start_backoff, log)
 
     def base_url(self, env: str) -> str:
         """The URL the protocol client uses for ``env`` (server URL + path prefix)."""
@@ -268,19 +222,9 @@ class ServerPool:
         client that was refused may call this in between."""
         with self._lock:
             server = self.start(env)
-            if server.attached:
-                if server.is_alive():
-                    return server
-                raise ServerError(
-                    f"environment server {env} at {server.url} stopped answering; it is attached, "
-                    "not started here: restart it where it runs"
-                )
-            if server.is_alive():
-                if not server.refuses_connections():
-                    return server
-                server.note(f"restarting: {server.url} refuses connections while process "
-                            f"{server.pid} is still there (killed, or its listener closed)")
-            return self.restart(env)
+            spec = self._spec(env)
+            server.revive(spec.start_attempts, spec.start_backoff, log)  # the one restart mechanism
+            return server
 
     def restart(self, env: str) -> ManagedServer:
         """Stop ``env``'s spawned server and start it again on its port (with back-off)."""

@@ -110,3 +110,69 @@ def test_children_die_with_the_process_that_launched_them(tmp_path):
         parent.send_signal(signal.SIGKILL)
         parent.wait()
     assert wait_gone([child]) == []
+
+
+# -- revive: the one restart mechanism (environment servers, the reference agent, vLLM) ---------
+
+
+@pytest.mark.faults
+def test_revive_restarts_a_killed_server_once_for_callers_that_find_it_dead_together(tmp_path, caplog):
+    import logging
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    caplog.set_level(logging.WARNING, logger="pytest_agentgym.process")
+    server = ManagedServer("child", command=[sys.executable, "-c", CHILD_SERVER, "{port}"],
+                           health=HEALTH_ENDPOINT, log_path=tmp_path / "s.log", label="test agent",
+                           startup_timeout=30)
+    server.start()
+    try:
+        assert server.revive(3, 0.05) is None and server.restarts == 0  # alive: nothing done
+        first, port = server.pid, server.port
+        os.kill(first, signal.SIGKILL)
+        wait_until(lambda: server.died() is not None, 30, "the killed server is seen dead")
+        with ThreadPoolExecutor(4) as pool:
+            answers = list(pool.map(lambda _: server.revive(3, 0.05), range(4)))
+        (why,) = [answer for answer in answers if answer is not None]  # one restart, for all four
+        # (seen as it was reaped, or a moment before: its port already refusing)
+        assert why in ("it was killed by SIGKILL", f"{server.url} refuses connections while process {first} "
+                                                   "is still there (killed, or its listener closed)")
+        assert server.restarts == 1 and server.port == port and server.pid != first
+        assert server.died() is None and server.revive(3, 0.05) is None
+        log = (tmp_path / "s.log").read_text()
+        assert log.count(" starting: ") == 2 and f"restarting: {why}" in log
+        said = [r.getMessage() for r in caplog.records]
+        assert any(m.startswith(f"test agent died ({why}); restarting it on ") for m in said)
+        assert any(m.startswith(f"test agent restarted at http://127.0.0.1:{port} in ") for m in said)
+    finally:
+        server.stop()
+    assert wait_gone([first]) == []
+
+
+@pytest.mark.faults
+def test_revive_gives_up_after_its_attempts_and_never_restarts_an_attached_server(tmp_path):
+    import os
+
+    from pytest_agentgym.process.errors import ServerError
+
+    marker = tmp_path / "may-start"
+    marker.touch()
+    once = ("import os, sys\n"
+            f"if not os.path.exists({str(marker)!r}): raise SystemExit(3)\n"
+            f"os.remove({str(marker)!r})\n" + CHILD_SERVER)
+    server = ManagedServer("once", command=[sys.executable, "-c", once, "{port}"], health=HEALTH_ENDPOINT,
+                           log_path=tmp_path / "o.log", startup_timeout=30)
+    server.start()
+    try:
+        os.kill(server.pid, signal.SIGKILL)
+        wait_until(lambda: server.died() is not None, 30, "the killed server is seen dead")
+        with pytest.raises(ServerStartError) as caught:
+            server.revive(2, 0.05)
+        assert "did not start after 2 attempts (waiting 0.05 s between them)" in str(caught.value)
+        assert "exited with code 3" in str(caught.value)
+
+        attached = ManagedServer("theirs", url=server.url, health=HEALTH_ENDPOINT, probe_timeout=0.5)
+        with pytest.raises(ServerError, match="is attached, not started here: restart it where it runs"):
+            attached.revive(3, 0.05)  # nothing answers there, and it is not ours to start
+    finally:
+        server.stop()
