@@ -19,6 +19,8 @@
                    [--node PROFILE] [--concurrency N] [--name NAME]
     pytest-agentgym rollout-server --port 8081       serve POST /rollouts for GRPO trainers
                    [--node PROFILE] [--concurrency N] [--reports DIR] [--run-id ID]
+                   [--api-key-env NAME] [--allow-base-url URL]... [--auth-token-env NAME]
+                   [--max-queued N] [--max-request-bytes N]
 
 Each subcommand is a thin shell over a module that the plugin uses too.
 """
@@ -26,9 +28,10 @@ Each subcommand is a thin shell over a module that the plugin uses too.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -102,7 +105,9 @@ def _parser() -> argparse.ArgumentParser:
     merge = sub.add_parser(
         "merge", help="join the shards of one run (--agentgym-shard) into one run directory and judge its gates",
         description="Checks that the shards share run id, settings and selection and hold every episode exactly "
-                    "once (naming missing and overlapping shards), writes one run directory (episodes.jsonl, "
+                    "once (naming missing and overlapping shards, and an episode that a shard's episodes.jsonl "
+                    "records twice in one generation: lines that differ are refused, a line repeated byte for byte "
+                    "is kept once and named), writes one run directory (episodes.jsonl, "
                     "run.json, report.html) and judges the suites' gates and the baseline comparison on it "
                     "(docs/scale-out.md). Exit 0 gates passed, 1 a gate failed, 2 the shards cannot be merged.")
     merge.add_argument("shards", nargs="+", metavar="RUN_DIR",
@@ -158,23 +163,54 @@ def _rollout_server_parser(sub: argparse._SubParsersAction) -> None:
     rollouts.add_argument("--nats", default=None, metavar="URL", help="publish episode events there "
                           "(default: the node's nats.url)")
     rollouts.add_argument("--api-key-env", default=None, metavar="NAME",
-                          help="environment variable holding the model endpoints' API key (default: none)")
+                          help="environment variable holding the model endpoints' API key; it is sent only to "
+                               "the endpoints on the key allow-list (default: none)")
     rollouts.add_argument("--base-url", default=None, metavar="URL",
                           help="model endpoint for batches that give no base_url (default: none, required)")
+    rollouts.add_argument("--allow-base-url", action="append", default=[], metavar="URL",
+                          help="also send the API key to base URLs under this one (same scheme, host and port, "
+                               "path below it; /v1 added as for a batch's base_url); repeatable. Without it the "
+                               "key goes only to --base-url and the node's model endpoints, and a batch naming "
+                               "another base_url is refused (403) while the service holds a key")
+    rollouts.add_argument("--auth-token-env", default=None, metavar="NAME",
+                          help="environment variable holding the token callers must send as 'Authorization: "
+                               "Bearer <token>' (every route but GET /health; default: none)")
+    rollouts.add_argument("--allow-unauthenticated", action="store_true",
+                          help="serve a --host other than loopback without --auth-token-env (refused otherwise)")
+    rollouts.add_argument("--max-queued", type=int, default=None, metavar="N",
+                          help="rollouts queued or playing at once across all batches; a batch that would pass "
+                               "it gets HTTP 429 with Retry-After (default: 20000, two batches of the largest size)")
+    rollouts.add_argument("--max-request-bytes", type=int, default=None, metavar="N",
+                          help="the longest request body read; a longer one gets HTTP 413 (default: 1048576)")
     rollouts.add_argument("--log-level", default="warning", help="uvicorn log level (default: warning)")
 
 
 def _rollout_server(args: argparse.Namespace) -> int:
     from pytest_agentgym.results.ledger import LedgerError
     from pytest_agentgym.model.call_settings import read_api_key
-    from pytest_agentgym.rollouts.app import serve
+    from pytest_agentgym.rollouts.access import KeyAllowList, binds_loopback_only, read_token
+    from pytest_agentgym.rollouts.app import DEFAULT_MAX_REQUEST_BYTES, serve
     from pytest_agentgym.rollouts.node import NodeError, RolloutNode
     from pytest_agentgym.rollouts.request import BadRollouts
-    from pytest_agentgym.rollouts.service import RolloutService
+    from pytest_agentgym.rollouts.service import DEFAULT_MAX_QUEUED, RolloutService
 
+    max_queued = DEFAULT_MAX_QUEUED if args.max_queued is None else args.max_queued
+    max_bytes = DEFAULT_MAX_REQUEST_BYTES if args.max_request_bytes is None else args.max_request_bytes
     try:
         if args.concurrency is not None and args.concurrency < 1:
             raise ValueError(f"--concurrency must be at least 1, got {args.concurrency}")
+        if max_queued < 1:
+            raise ValueError(f"--max-queued must be at least 1 (rollouts queued or playing at once), got {max_queued}")
+        if max_bytes < 1024:
+            raise ValueError(f"--max-request-bytes must be at least 1024 (a batch's body), got {max_bytes}")
+        KeyAllowList.build(allowed=args.allow_base_url, base_url=None, node_urls=())  # each a URL, or say so now
+        token = read_token(args.auth_token_env) if args.auth_token_env else None
+        if token is None and not binds_loopback_only(args.host) and not args.allow_unauthenticated:
+            raise ValueError(
+                f"--host {args.host} can be reached from other machines, and the service has no authentication: "
+                f"anyone who reaches the port could play batches on this machine's environments and model "
+                f"endpoints. Give --auth-token-env NAME (callers then send 'Authorization: Bearer <token>'), "
+                f"or --allow-unauthenticated if only trusted machines can reach {args.host}:{args.port}")
         node = RolloutNode.load(args.node, Path.cwd(), concurrency=args.concurrency, nats=args.nats)
         if args.api_key_env:
             read_api_key(args.api_key_env)  # set, or say so now rather than at the first batch
@@ -182,18 +218,32 @@ def _rollout_server(args: argparse.Namespace) -> int:
             from pytest_agentgym.rollouts.request import openai_base
 
             args.base_url = openai_base(args.base_url)
+        allowed = KeyAllowList.build(allowed=args.allow_base_url, base_url=args.base_url, node_urls=node.model_urls)
         service = RolloutService(node, reports=Path(args.reports), run_id=args.run_id,
-                                 api_key_env=args.api_key_env,
+                                 api_key_env=args.api_key_env, key_allow_list=allowed, max_queued=max_queued,
                                  command="pytest-agentgym " + " ".join(sys.argv[1:]))
     except (NodeError, LedgerError, BadRollouts, ValueError) as exc:
         print(f"pytest-agentgym rollout-server: {exc}", file=sys.stderr)
         return 2
+    if token is None and not binds_loopback_only(args.host):
+        print(f"pytest-agentgym rollout-server: warning: serving {args.host} without authentication "
+              f"(--allow-unauthenticated)", file=sys.stderr, flush=True)
     for line in service.start():
         print(line, flush=True)
-    print(f"rollout service on http://{args.host}:{args.port} (node {node.name}, concurrency "
-          f"{node.concurrency} per endpoint; environments: {', '.join(node.served())})", flush=True)
+    if args.api_key_env:
+        print(f"API key ({args.api_key_env}): the service {allowed.said()} (--allow-base-url adds more)", flush=True)
+    host = f"[{args.host}]" if ":" in args.host else args.host
+
+    def ready(port: int) -> None:  # the port accepts connections from here on
+        print(f"rollout service on http://{host}:{port} (node {node.name}, concurrency "
+              f"{node.concurrency} per endpoint, at most {max_queued} rollouts queued; environments: "
+              f"{', '.join(node.served())})", flush=True)
+
     try:
-        serve(service, host=args.host, port=args.port, default_base_url=args.base_url, log_level=args.log_level)
+        serve(service, host=args.host, port=args.port, default_base_url=args.base_url, auth_token=token,
+              max_request_bytes=max_bytes, log_level=args.log_level, on_ready=ready)
+    except KeyboardInterrupt:  # SIGINT, raised again by uvicorn once it has shut down
+        return 130
     finally:
         service.close()  # when uvicorn could not start (port taken); else done already at its shutdown
     return 0
@@ -215,7 +265,33 @@ def _judging_options(command: argparse.ArgumentParser) -> None:
                                                                "(default: reports)")
 
 
+@contextlib.contextmanager
+def _reader_warnings(command: str) -> Iterator[None]:
+    """The readers' warnings (a line of episodes.jsonl skipped, a duplicate left out) as one
+    line each on stderr, ``pytest-agentgym compare: warning: <what>``, each once however
+    often the run is read."""
+    import warnings
+
+    shown: set[str] = set()
+
+    def show(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+        text = str(message)
+        if text not in shown:
+            shown.add(text)
+            print(f"pytest-agentgym {command}: warning: {text}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", UserWarning)
+        warnings.showwarning = show
+        yield
+
+
 def _compare(args: argparse.Namespace) -> int:
+    with _reader_warnings("compare"):
+        return _compare_runs(args)
+
+
+def _compare_runs(args: argparse.Namespace) -> int:
     import json
 
     from pytest_agentgym.compare import CompareError, compare_runs
@@ -317,7 +393,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if info is not None and info.status == "crashed":
             print(f"run {info.run_id} crashed (its process is gone); resume it with "
                   f"pytest ... --agentgym-resume={args.run_dir}", file=sys.stderr)
-        path = render_run_dir(args.run_dir, output=args.output, compress=args.compress)
+        with _reader_warnings("report"):
+            path = render_run_dir(args.run_dir, output=args.output, compress=args.compress)
         print(path)
         return 0
     if args.command == "publish-outbox":

@@ -13,6 +13,7 @@ page is rendered.
 from __future__ import annotations
 
 import json
+import math
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
@@ -58,7 +59,7 @@ def assets(*names: str) -> Markup:
 
 def format_duration(seconds: float | None) -> str:
     """``42.0 s``, ``3 min 05 s``, ``1 h 02 min``; ``—`` for None (the ``duration`` filter)."""
-    if seconds is None:
+    if seconds is None or not math.isfinite(seconds):
         return "—"
     seconds = max(0.0, seconds)
     if seconds < 60:

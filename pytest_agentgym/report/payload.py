@@ -25,9 +25,10 @@ from typing import Any, Sequence
 import orjson
 from markupsafe import Markup
 
-from pytest_agentgym.results.jsonl import SkippedLine, finite_json, json_utf8, parse_line, read_records
+from pytest_agentgym.results.jsonl import SkippedLine, finite_json, json_utf8, parse_line
+from pytest_agentgym.results.reading import read_episodes_file
 from pytest_agentgym.results.redact import redact_text
-from pytest_agentgym.results.records import EpisodeRecord, Turn, check_record_data
+from pytest_agentgym.results.records import Duplicate, EpisodeRecord, Turn, check_record_data
 
 #: Trajectory data (uncompressed JSON bytes) above which chunks are gzipped.
 COMPRESS_ABOVE = 2_000_000
@@ -271,19 +272,23 @@ class PackedRun:
     slots: list[int]
     packer: TrajectoryPacker
     skipped: list[SkippedLine]
+    #: second records of one episode and generation, left out (the first written counts)
+    duplicates: list[Duplicate] = dataclasses.field(default_factory=list)
 
     def current(self, keep: Sequence[EpisodeRecord]) -> "PackedRun":
         """Only the records in ``keep`` (results.current_records of ``records``), with their slots."""
         wanted = {id(record) for record in keep}
         pairs = [(r, s) for r, s in zip(self.records, self.slots) if id(r) in wanted]
-        return PackedRun([r for r, _ in pairs], [s for _, s in pairs], self.packer, self.skipped)
+        return PackedRun([r for r, _ in pairs], [s for _, s in pairs], self.packer, self.skipped, self.duplicates)
 
 
 def parse_fast(raw: bytes) -> Any:
     """A line of episodes.jsonl read by orjson (about twice as fast as the standard
-    library); a line orjson refuses (NaN, a lone surrogate, not UTF-8) is read by
-    :func:`~pytest_agentgym.results.jsonl.parse_line`, which gives the usual answer or error.
-    One difference stays: orjson reads an integer beyond 64 bits as a float."""
+    library); a line orjson refuses (NaN, a lone surrogate, not UTF-8, deep nesting) is read
+    by :func:`~pytest_agentgym.results.jsonl.parse_line`, which gives the usual answer or
+    error. One difference stays: orjson reads an integer beyond 64 bits as a float; no field
+    that makes a record may hold one either way (``check_record_data``), so both readers
+    take the same lines as records."""
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -291,18 +296,20 @@ def parse_fast(raw: bytes) -> Any:
 
 
 def read_for_report(path: str | Path, compress: bool | None = None) -> PackedRun:
-    """Read episodes.jsonl line by line: each record is kept without its turns, and
-    its trajectory goes to the packer at once (unreadable lines are skipped, as
-    :func:`pytest_agentgym.results.jsonl.read_records` does)."""
+    """Read episodes.jsonl line by line through the readers' one function
+    (:func:`pytest_agentgym.results.reading.read_episodes_file`: lines that are no record
+    and duplicates are left out and reported): each record is kept without its turns, and
+    its trajectory goes to the packer at once."""
     packer = TrajectoryPacker(compress)
-    slots: list[int] = []
+    slot_of: dict[int, int] = {}  # id(record) -> slot (a duplicate, left out, leaves its slot unused)
 
     def convert(data: dict[str, Any]) -> EpisodeRecord:
         check_record_data(data)  # first: a line that is no record is skipped, as every reader skips it
         turns = turn_rows(data.get("turns", ()))
         record = EpisodeRecord.from_dict({**data, "turns": ()})
-        slots.append(packer.add(record.env, trajectory_json(record, turns)))
+        slot_of[id(record)] = packer.add(record.env, trajectory_json(record, turns))
         return record
 
-    records, skipped = read_records(path, convert, parse=parse_fast)
-    return PackedRun(records, slots, packer, skipped)
+    found = read_episodes_file(path, convert, parse=parse_fast)
+    return PackedRun(found.records, [slot_of[id(r)] for r in found.records], packer, found.skipped,
+                     found.duplicates)

@@ -222,28 +222,50 @@ def parse_line(raw: bytes) -> Any:
     return json.loads(raw.decode("utf-8"))
 
 
-def read_records(path: str | Path, convert: Callable[[Any], T], *,
-                 parse: Callable[[bytes], Any] = parse_line) -> tuple[list[T], list[SkippedLine]]:
-    """Every line of ``path`` parsed as JSON (by ``parse``) and passed to ``convert``,
-    in file order; lines that are not UTF-8, not JSON, or that ``convert`` rejects
-    (KeyError, TypeError, ValueError) are skipped and returned. Blank lines are
-    ignored. A missing file is empty."""
+#: What a line that cannot be used raises while it is parsed or converted (RecursionError:
+#: JSON nested deeper than the parser goes).
+UNREADABLE = (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError, RecursionError)
+
+
+def read_numbered(path: str | Path, convert: Callable[[Any], T], *, parse: Callable[[bytes], Any] = parse_line
+                  ) -> tuple[list[tuple[int, int, T]], list[SkippedLine]]:
+    """Every line of ``path`` parsed as JSON (by ``parse``) and passed to ``convert``, in file
+    order, as ``(line number, byte offset of the line, value)``; lines that are not UTF-8, not
+    JSON, or that ``convert`` rejects (see :data:`UNREADABLE`) are skipped and returned.
+    Blank lines are ignored. A missing file is empty."""
     path = Path(path)
-    records: list[T] = []
+    values: list[tuple[int, int, T]] = []
     skipped: list[SkippedLine] = []
     try:
         handle = path.open("rb")
     except FileNotFoundError:
-        return records, skipped
+        return values, skipped
+    offset = 0
     with handle:
         for number, raw in enumerate(handle, 1):
+            start, offset = offset, offset + len(raw)
             if raw.isspace():  # (not raw.strip(): that copies the line)
                 continue
             try:
-                records.append(convert(parse(raw)))
-            except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                values.append((number, start, convert(parse(raw))))
+            except UNREADABLE as exc:
                 torn = not raw.endswith(b"\n")  # only the last line can lack its newline
-                reason = (f"no newline at the end: its writer was stopped mid-write; {exc}"
-                          if torn else f"{type(exc).__name__}: {exc}")
+                reason = (f"no newline at the end: its writer was stopped mid-write; {_reason(exc)}"
+                          if torn else f"{type(exc).__name__}: {_reason(exc)}")
                 skipped.append(SkippedLine(str(path), number, reason, torn))
-    return records, skipped
+    return values, skipped
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "JSON nested too deeply to read"
+    return str(exc)
+
+
+def read_records(path: str | Path, convert: Callable[[Any], T], *,
+                 parse: Callable[[bytes], Any] = parse_line) -> tuple[list[T], list[SkippedLine]]:
+    """The values of :func:`read_numbered` without their line numbers, and the skipped lines.
+    (Episode records are read by :func:`pytest_agentgym.results.reading.read_episodes_file`,
+    which also leaves out duplicates.)"""
+    values, skipped = read_numbered(path, convert, parse=parse)
+    return [value for _, _, value in values], skipped

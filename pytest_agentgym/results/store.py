@@ -10,7 +10,9 @@ the other processes of the run, the moment the episode ends (see
 :mod:`pytest_agentgym.results.jsonl`): a run killed with SIGKILL keeps every finished
 episode, and a full disk raises :class:`ResultsWriteError` with the file cut
 back to whole lines. A torn or unreadable line is skipped when reading and
-reported (``RunDir.skipped``, :meth:`RunDir.read_episodes_report`).
+reported (``RunDir.skipped``, :meth:`RunDir.read_episodes_report`); so is a
+second record of one episode and generation (``RunDir.duplicates``), see
+:mod:`pytest_agentgym.results.reading`.
 
 What is stored is redacted first (:mod:`pytest_agentgym.results.redact`): no URL in
 run.json or episodes.jsonl carries a password or a key.
@@ -29,11 +31,11 @@ from pytest_agentgym.results.jsonl import (
     SkippedLine,
     append_line,
     describe_write_error,
-    read_records,
     strict_dumps,
 )
+from pytest_agentgym.results.reading import EpisodesFile, read_episodes_file
 from pytest_agentgym.results.redact import redact_data
-from pytest_agentgym.results.records import EpisodeRecord, RunInfo
+from pytest_agentgym.results.records import Duplicate, EpisodeRecord, Records, RunInfo
 
 __all__ = ["RunDir", "ResultsWriteError", "SkippedLine", "check_writable", "point_latest"]
 
@@ -47,6 +49,9 @@ class RunDir:
         self.path = Path(path)
         #: lines of episodes.jsonl that the last read skipped (torn or unreadable)
         self.skipped: list[SkippedLine] = []
+        #: records of episodes.jsonl that the last read left out: a second record of one
+        #: (env, task, repeat) in one generation (the first written counts)
+        self.duplicates: list[Duplicate] = []
 
     @classmethod
     def create(cls, root: str | Path, run_id: str) -> "RunDir":
@@ -98,18 +103,29 @@ class RunDir:
         (an OSError) naming the file, the error and what to do."""
         append_line(self.episodes_file, redact_data(record.to_dict()), then=self.resume_advice)
 
-    def read_episodes(self) -> list[EpisodeRecord]:
-        """The records in file order; skipped lines are warned about and kept in ``self.skipped``."""
-        return self.read_episodes_report()[0]
+    def read(self) -> EpisodesFile:
+        """episodes.jsonl as every reader reads it
+        (:func:`~pytest_agentgym.results.reading.read_episodes_file`): the records, their line
+        numbers, the skipped lines and the duplicates left out. Each skipped line and each
+        duplicate is warned about and kept in ``self.skipped`` and ``self.duplicates``."""
+        found = read_episodes_file(self.episodes_file)
+        self.skipped, self.duplicates = found.skipped, found.duplicates
+        for problem in found.problems():
+            warnings.warn(problem, stacklevel=3)
+        return found
 
-    def read_episodes_report(self) -> tuple[list[EpisodeRecord], list[SkippedLine]]:
+    def read_episodes(self) -> Records:
+        """The records in file order (superseded generations included, duplicates left out);
+        skipped lines and duplicates are warned about and kept in ``self.skipped`` and
+        ``self.duplicates`` (and on the returned list, which
+        :func:`~pytest_agentgym.results.records.current_records` passes on)."""
+        return self.read().records
+
+    def read_episodes_report(self) -> tuple[Records, list[SkippedLine]]:
         """The records, and the lines skipped because they were torn or unreadable
         (each with file, line number and reason; also kept in ``self.skipped``)."""
-        records, skipped = read_records(self.episodes_file, EpisodeRecord.from_dict)
-        self.skipped = skipped
-        for line in skipped:
-            warnings.warn(str(line), stacklevel=2)
-        return records, skipped
+        found = self.read()
+        return found.records, found.skipped
 
 
 def check_writable(reports_dir: str | Path) -> str | None:

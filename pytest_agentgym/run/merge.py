@@ -7,11 +7,15 @@ Before anything is written, the shards are checked (:func:`check`): they are sha
 (run.json ``shard``, see :mod:`pytest_agentgym.run.shards`) of the same run id, count and
 selection, none still running, with the same fingerprint, pytest-agentgym version,
 gating settings and suite plans; every shard is given once, and together they hold
-every episode of the selection exactly once. Each problem is named (a missing shard
-with its episodes and the command that runs it, overlapping shards with the
-episodes both hold, a setting with each shard's value) in one :class:`MergeError`.
+every episode of the selection exactly once; no shard's episodes.jsonl records an episode
+twice in one generation with lines that differ (a line repeated byte for byte is kept once,
+and said so: :func:`reading_notes`). Each problem is named (a missing shard with its
+episodes and the command that runs it, overlapping shards with the episodes both hold, a
+setting with each shard's value, a repeated episode with both line numbers) in one
+:class:`MergeError`. The shards are read as every reader reads a run
+(:func:`pytest_agentgym.results.reading.read_episodes_file`).
 
-Then ``--out`` gets an ordinary run directory: episodes.jsonl (every shard's lines,
+Then ``--out`` gets an ordinary run directory: episodes.jsonl (every shard's lines once,
 superseded generations included), run.json (``merged_from`` lists the shards) and
 report.html. The gates of the suites (recorded by each shard) and the baseline
 comparison are judged here, on the whole run, and written to run.json like a
@@ -34,7 +38,8 @@ from pytest_agentgym.results import fingerprint
 from pytest_agentgym.run import shards
 from pytest_agentgym.config.tasks import describe_keys
 from pytest_agentgym.results.gates import GateVerdict
-from pytest_agentgym.results.records import EpisodeRecord, RunInfo, current_records
+from pytest_agentgym.results.reading import read_episodes_file
+from pytest_agentgym.results.records import Duplicate, EpisodeRecord, Records, RunInfo, current_records
 from pytest_agentgym.results.store import RunDir
 
 #: run.json settings that every shard must share: they change what is measured or how it is gated.
@@ -51,12 +56,14 @@ class MergeError(ValueError):
 class ShardRun:
     path: Path
     info: RunInfo
-    #: every line of its episodes.jsonl, superseded generations included
+    #: every line of its episodes.jsonl, superseded generations included, duplicates left out
     records: list[EpisodeRecord]
     #: the same lines as read (written to the merged run as they are)
     lines: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     #: lines of its episodes.jsonl that could not be read (torn or corrupt), as messages
     skipped: list[str] = dataclasses.field(default_factory=list)
+    #: second records of one episode and generation in its episodes.jsonl (left out of ``records``)
+    duplicates: list[Duplicate] = dataclasses.field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -99,10 +106,42 @@ def load(path: Path) -> ShardRun:
     if not info.shard:
         raise MergeError(f"{path} is not a shard: its run.json has no 'shard' (it was not run with "
                          f"--agentgym-shard); merge joins the shards of one sharded run")
-    from pytest_agentgym.results.jsonl import read_records
+    found = read_episodes_file(run_dir.episodes_file, keep_data=True)
+    return ShardRun(path, info, found.records, found.data, [str(line) for line in found.skipped], found.duplicates)
 
-    pairs, skipped = read_records(run_dir.episodes_file, lambda data: (EpisodeRecord.from_dict(data), data))
-    return ShardRun(path, info, [p[0] for p in pairs], [p[1] for p in pairs], [str(line) for line in skipped])
+
+def _duplicates(runs: Sequence[ShardRun]) -> list[str]:
+    """One problem per shard whose episodes.jsonl holds an episode twice in one generation
+    with lines that differ (which one is right cannot be told); lines repeated byte for byte
+    are kept once (see :func:`reading_notes`)."""
+    problems = []
+    for run in runs:
+        differing = [d for d in run.duplicates if not d.identical]
+        if differing:
+            listed = "; ".join(f"{d.key[0]} task {d.key[1]} repeat {d.key[2]} generation {d.generation} "
+                               f"at lines {d.kept_line} and {d.line}" for d in differing[:8])
+            more = f"; ... ({len(differing) - 8} more)" if len(differing) > 8 else ""
+            problems.append(f"{run.name} ({run.path}): {len(differing)} line(s) of its episodes.jsonl record an "
+                            f"episode again in the same generation, and differ from the first record: {listed}{more}; "
+                            f"delete the wrong line of each pair from {run.path / 'episodes.jsonl'} (or run the "
+                            f"shard again), then merge again")
+    return problems
+
+
+def reading_notes(runs: Sequence[ShardRun]) -> list[str]:
+    """What the merge says (and run.json keeps) of the shards' lines it left out: lines that are
+    no record, and lines repeated byte for byte (kept once)."""
+    notes = [f"{r.name}: {len(r.skipped)} unreadable line(s) of its episodes.jsonl left out, e.g. {r.skipped[0]}"
+             for r in runs if r.skipped]
+    for run in runs:
+        same = [d for d in run.duplicates if d.identical]
+        if same:
+            listed = ", ".join(f"line {d.line} (= line {d.kept_line}: {d.key[0]} task {d.key[1]} repeat {d.key[2]})"
+                               for d in same[:8])
+            more = f", ... ({len(same) - 8} more)" if len(same) > 8 else ""
+            notes.append(f"{run.name}: {len(same)} line(s) of its episodes.jsonl repeat an earlier line byte for "
+                         f"byte and were kept once: {listed}{more}")
+    return notes
 
 
 def _differing(runs: Sequence[ShardRun], what: str, value: Any) -> list[str]:
@@ -127,6 +166,7 @@ def check(runs: Sequence[ShardRun], rerun: str) -> dict[shards.Key, int]:
     problems += _differing(runs, "pytest-agentgym versions", lambda r: r.info.versions.get("pytest-agentgym"))
     for key in MUST_MATCH:
         problems += _differing(runs, f"settings '{key}'", lambda r, k=key: r.info.settings.get(k))
+    problems += _duplicates(runs)
     first = runs[0]
     for other in runs[1:]:
         problems += [f"settings differ: {line}" for line in fingerprint.differences(
@@ -224,8 +264,7 @@ def _merged_info(runs: Sequence[ShardRun], current: Sequence[EpisodeRecord], bas
     for run in runs:
         envs.update(run.info.fingerprint.get("envs") or {})
     notes = list(dict.fromkeys(n for r in runs for n in r.info.notes))
-    notes += [f"{r.name}: {len(r.skipped)} unreadable line(s) of its episodes.jsonl left out, e.g. {r.skipped[0]}"
-              for r in runs if r.skipped]
+    notes += reading_notes(runs)
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
     notes.append(f"merged from {len(runs)} shards by pytest-agentgym merge at {stamp}")
     return dataclasses.replace(
@@ -245,18 +284,15 @@ def _merged_info(runs: Sequence[ShardRun], current: Sequence[EpisodeRecord], bas
 
 
 def _write_episodes(run_dir: RunDir, lines: Iterable[dict[str, Any]]) -> None:
-    """The shards' lines as they were read (already redacted when the shards wrote them)."""
-    import json
-
-    from pytest_agentgym.results.jsonl import strict_dumps
+    """The shards' lines as they were read (already redacted when the shards wrote them), as the
+    harness writes a line: strict JSON, and half a surrogate pair (a reply cut inside an emoji)
+    as its ``\\ud83d`` escape, which has no UTF-8 form of its own."""
+    from pytest_agentgym.results.jsonl import encode_line
 
     tmp = run_dir.episodes_file.with_suffix(".jsonl.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
+    with open(tmp, "wb") as handle:
         for data in lines:
-            try:
-                handle.write(json.dumps(data, ensure_ascii=False, allow_nan=False) + "\n")
-            except ValueError:  # a NaN written by hand: strict JSON, noted in the line
-                handle.write(strict_dumps(data) + "\n")
+            handle.write(encode_line(data))
     os.replace(tmp, run_dir.episodes_file)
 
 
@@ -267,6 +303,8 @@ class Merged:
     summaries: dict[str, Any]
     verdicts: list[GateVerdict]
     report_path: Path | None = None
+    #: the shards' lines left out (no record, or repeated byte for byte), as run.json's notes say
+    left_out: list[str] = dataclasses.field(default_factory=list)
 
     def exit_code(self) -> int:
         """0 when every gate passed (an inconclusive comparison passes unless gates are strict), else 1."""
@@ -313,7 +351,7 @@ def merge(paths: Sequence[str | Path], out: str | Path, *, baseline: str | None 
     pairs = sorted(((r, line) for run in runs for r, line in zip(run.records, run.lines)),
                    key=lambda p: (order.get(p[0].env, len(order)), p[0].env, p[0].task_index, p[0].repeat,
                                   p[0].generation))
-    current = current_records(p[0] for p in pairs)
+    current = current_records(Records((p[0] for p in pairs), duplicates=[d for r in runs for d in r.duplicates]))
     run_dir = RunDir(out)
     run_dir.path.mkdir(parents=True, exist_ok=True)
     _write_episodes(run_dir, (p[1] for p in pairs))
@@ -335,7 +373,7 @@ def merge(paths: Sequence[str | Path], out: str | Path, *, baseline: str | None 
         from pytest_agentgym.results.store import point_latest
 
         point_latest(out.resolve().parent, info.run_id)
-    merged = Merged(out, info, summaries, verdicts)
+    merged = Merged(out, info, summaries, verdicts, left_out=reading_notes(runs))
     if report:
         from pytest_agentgym.report.render import render_run_dir
 
@@ -357,6 +395,8 @@ def merge_command(paths: Sequence[str], out: str, *, baseline: str | None, repor
     info = merged.info
     print(f"merged {len(info.merged_from)} shards of run {info.run_id}: {info.counts['episodes']} episodes, "
           f"status {info.status}")
+    for note in merged.left_out:
+        print(f"pytest-agentgym merge: {note}", file=sys.stderr)
     for line, _ in summary_table(merged.summaries):
         print(line)
     for v in merged.verdicts:

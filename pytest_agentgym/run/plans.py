@@ -127,7 +127,10 @@ def baseline_verdicts(baseline: str, run_dir: Any, envs: Sequence[str], plans: M
             verdicts.append(GateVerdict(env, gate, result.delta, passed, result.line(), outcome=outcome))
     return verdicts, comparisons
 def counts(records: Sequence[EpisodeRecord], verdicts: Sequence[GateVerdict], generation: int) -> dict[str, int]:
-    """What run.json's ``counts`` and the final status event hold."""
+    """What run.json's ``counts`` and the final status event hold. ``records``: what the run
+    counts (``results.current_records``); ``duplicates`` is how many second records of an
+    episode and generation reading left out (the ``duplicates`` that the records carry when
+    they were read through ``results.reading``; 0 for a plain list)."""
     by_outcome = {outcome: sum(1 for r in records if r.outcome == outcome)
                   for outcome in ("passed", "failed", "unsolved")}
     return {
@@ -135,6 +138,7 @@ def counts(records: Sequence[EpisodeRecord], verdicts: Sequence[GateVerdict], ge
         **by_outcome,
         "errors": sum(1 for r in records if r.outcome == "error"),
         "kept": sum(1 for r in records if r.generation < generation),
+        "duplicates": len(getattr(records, "duplicates", ())),
         "gates_failed": sum(1 for v in verdicts if v.outcome == "failed"),
         "gates_errored": sum(1 for v in verdicts if v.outcome == "error"),
         "gates_inconclusive": sum(1 for v in verdicts if v.outcome == "inconclusive"),

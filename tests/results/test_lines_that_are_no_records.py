@@ -8,7 +8,9 @@ merge and resume. Found by trying the run directory as an adversary would.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,8 @@ from pytest_agentgym.compare.runs import load_run
 from pytest_agentgym.report.payload import read_for_report
 from pytest_agentgym.report.render import render_run_dir
 from pytest_agentgym.results.ledger import RunLedger
-from pytest_agentgym.results.records import check_record_data
+from pytest_agentgym.results.jsonl import encode_line
+from pytest_agentgym.results.records import EpisodeRecord, check_record_data
 from pytest_agentgym.results.store import RunDir
 
 from helpers.report_fixtures import make_episode, make_info, write_run
@@ -41,6 +44,24 @@ NOT_RECORDS = {
     "repeat as a boolean": (_field("repeat", True), "'repeat' must be a whole number, got a boolean True"),
     "turns as an object": (_field("turns", {"a": 1}), "'turns' must be a list, got an object"),
     "error as a list": (_field("error", ["x"]), "'error' must be an object or null, got a list"),
+    # Python's json reads NaN and Infinity; a NaN reward used to be counted as an episode
+    # without a reward by some readers and crash others (an infinite duration crashed the report)
+    "reward NaN": (_field("reward", float("nan")), "'reward' must be a finite number or null, got NaN"),
+    "reward Infinity": (_field("reward", float("inf")), "'reward' must be a finite number or null, got Infinity"),
+    "duration -Infinity": (_field("duration_s", float("-inf")),
+                           "'duration_s' must be a finite number or null, got -Infinity"),
+    "reward beyond any sum": (_field("reward", 1e308), "'reward' must be a number from -1e+100 to 1e+100"),
+    "task index beyond 2**53": (_field("task_index", 2**60), "'task_index' must be a whole number from 0 to 2**53 - 1"),
+    "generation 0": (_field("generation", 0),
+                     "'generation' must be a whole number from 1 to 2**53 - 1, got a number 0"),
+    "error message a list": (_field("error", {"type": "X", "message": [1], "where": "env"}),
+                             "'error.message' must be a string, got a list"),
+    "retried item a number": (_field("retried", [5]), "'retried[0]' must be an object {type, message, where}"),
+    "turn reply a number": (_field("turns", [{**make_episode("Maze", 9).to_dict()["turns"][0], "reply": 5}]),
+                            "'turns[0].reply' must be a string, got a number 5"),
+    "turn reward NaN": (_field("turns", [{**make_episode("Maze", 9).to_dict()["turns"][0], "reward": float("nan")}]),
+                        "'turns[0].reward' must be a finite number or null, got NaN"),
+    "nested too deep": (b"[" * 200_000 + b"]" * 200_000 + b"\n", "JSON nested too deeply to read"),
 }
 
 
@@ -90,10 +111,41 @@ def test_merge_skips_a_line_that_is_no_record(tmp_path, case):
     assert len(shard.skipped) == 1 and reason in shard.skipped[0]
 
 
-def test_a_record_of_the_harness_passes_the_check_and_a_non_finite_reward_is_a_number():
+def test_a_record_of_the_harness_passes_the_check_and_a_non_finite_reward_is_no_record():
     data = make_episode("Maze", 0).to_dict()
     check_record_data(data)
-    check_record_data({**data, "reward": float("nan")})  # left out of the summaries, not a skipped line
-    check_record_data({**data, "reward": None, "min_reward": None, "max_rounds": None, "sampling": None})
+    # what the harness writes for a non-finite number: null, named in non_finite
+    check_record_data({**data, "reward": None, "min_reward": None, "max_rounds": None, "sampling": None,
+                       "non_finite": {"reward": "NaN"}})
+    for value in (float("nan"), float("inf"), float("-inf")):  # only a hand-written line holds one
+        with pytest.raises(TypeError, match="'reward' must be a finite number or null"):
+            check_record_data({**data, "reward": value})
     with pytest.raises(TypeError, match="'max_rounds' must be a whole number or null, got a number 2.5"):
         check_record_data({**data, "max_rounds": 2.5})
+
+
+def test_a_record_in_memory_may_hold_a_non_finite_number_its_line_may_not():
+    """A record passed between processes (an xdist worker's report, a queue worker's result)
+    is what the engine made, NaN included (a verifiers rubric can give one); its line in
+    episodes.jsonl holds null. Only a line with a NaN token is no record."""
+    record = dataclasses.replace(make_episode("Maze", 0), reward=float("nan"))
+    again = EpisodeRecord.from_dict(record.to_dict())
+    assert math.isnan(again.reward)
+    with pytest.raises(TypeError, match="'reward' must be a finite number or null, got NaN"):
+        EpisodeRecord.from_line(record.to_dict())
+    written = json.loads(encode_line(record.to_dict()))  # what the harness writes
+    assert written["reward"] is None and written["non_finite"] == {"reward": "NaN"}
+    assert EpisodeRecord.from_line(written).reward is None
+    huge = dataclasses.replace(make_episode("Maze", 0), reward=1e200)  # a server's number, in memory
+    assert EpisodeRecord.from_dict(huge.to_dict()).reward == 1e200
+    with pytest.raises(TypeError, match="'reward' must be a number from -1e\\+100 to 1e\\+100"):
+        EpisodeRecord.from_line(huge.to_dict())
+
+
+def test_a_token_count_is_the_endpoints_to_say():
+    """Token counts come from the endpoint's usage: a negative one is odd, not a line to skip."""
+    data = make_episode("Maze", 0).to_dict()
+    data["turns"][0]["prompt_tokens"] = -3
+    assert EpisodeRecord.from_line({**data, "prompt_tokens": -3}).prompt_tokens == -3
+    with pytest.raises(TypeError, match="'task_index' must be a whole number from 0 to 2\\*\\*53 - 1, got a number -1"):
+        EpisodeRecord.from_line({**data, "task_index": -1})

@@ -211,3 +211,51 @@ def test_auto_reads_the_scheduler_and_says_what_is_missing(project):
              "SLURM_ARRAY_JOB_ID": "42"}
     from_slurm = pytest_run(root, "--agentgym-shard=auto", "--collect-only", "-q", env=slurm)
     assert from_slurm.returncode == 0 and f"{EPISODES - len(shard2)} deselected" in from_slurm.stdout
+
+
+def _shards_with_a_repeated_line(base: Path, target: Path, change: dict | None) -> tuple[dict, int, int]:
+    """The three shards copied to ``target``, shard 1's first line written again at its end:
+    as it was (``change`` None: the same bytes) or with ``change`` applied. Returns the
+    line's record and the two line numbers."""
+    for shard in ("shard-1-of-3", "shard-2-of-3", "shard-3-of-3"):
+        shutil.copytree(base / shard, target / shard)
+    path = target / "shard-1-of-3" / "episodes.jsonl"
+    lines = path.read_text().splitlines()
+    again = lines[0] if change is None else json.dumps({**json.loads(lines[0]), **change})
+    with open(path, "a") as handle:
+        handle.write(again + "\n")
+    return json.loads(lines[0]), 1, len(lines) + 1
+
+
+@pytest.mark.faults
+def test_merge_refuses_a_shard_that_records_an_episode_twice_with_lines_that_differ(project, tmp_path):
+    # Before: merge exited with the gates' code and wrote the episode twice into the merged run
+    # (counts one episode too many); now it cannot tell which record is right and refuses.
+    root, _, _ = project
+    first, kept_line, line = _shards_with_a_repeated_line(root / "reports" / "sharded", tmp_path / "sharded",
+                                                          {"success": False, "reward": 0.0, "outcome": "unsolved"})
+    result = agentgym(root, "merge", str(tmp_path / "sharded"), "--out", str(tmp_path / "merged"))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "cannot merge these shards" in result.stderr and "shard 1/3" in result.stderr
+    assert (f"{first['env']} task {first['task_index']} repeat {first['repeat']} generation 1 at lines "
+            f"{kept_line} and {line}") in result.stderr
+    assert "delete the wrong line" in result.stderr
+    assert not (tmp_path / "merged" / "run.json").exists()
+
+
+@pytest.mark.faults
+def test_merge_keeps_one_of_two_identical_lines_and_says_so(project, tmp_path):
+    # Before: exit 1 (the BabyAI gate) with EPISODES + 1 episodes in the merged run.
+    root, _, _ = project
+    first, kept_line, line = _shards_with_a_repeated_line(root / "reports" / "sharded", tmp_path / "sharded", None)
+    result = agentgym(root, "merge", str(tmp_path / "sharded"), "--out", str(tmp_path / "merged"), "--no-report")
+    assert result.returncode == 1, result.stdout + result.stderr  # the BabyAI gate fails on the whole run
+    assert f"merged 3 shards of run sharded: {EPISODES} episodes" in result.stdout
+    said = (f"shard 1/3: 1 line(s) of its episodes.jsonl repeat an earlier line byte for byte and were kept "
+            f"once: line {line} (= line {kept_line}: {first['env']} task {first['task_index']} repeat "
+            f"{first['repeat']})")
+    assert said in result.stderr
+    merged = run_json(tmp_path / "merged")
+    assert merged["counts"]["episodes"] == EPISODES and merged["counts"]["duplicates"] == 1
+    assert said in merged["notes"]
+    assert len(read_episodes(tmp_path / "merged")) == EPISODES  # each line once
