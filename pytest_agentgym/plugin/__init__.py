@@ -140,6 +140,9 @@ def _stop_on_sigterm(config: pytest.Config) -> None:
         return
 
     def interrupt(signum, frame):  # type: ignore[no-untyped-def]
+        run = config.stash.get(RUN_KEY, None)
+        if run is not None:
+            run.interrupt(f"signal {signal.Signals(signum).name}")
         raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
     config.stash[_SIGTERM_KEY] = signal.signal(signal.SIGTERM, interrupt)

@@ -104,6 +104,10 @@ class EpisodeItem(pytest.Item):
         self.user_properties.append(("rounds", record.rounds))
         self.user_properties.append(("outcome", record.outcome))
         if record.error is not None:
+            why = run.blocked().get(self.suite.environment)
+            if why is not None and record.error == why:  # said once above the items, not per item
+                pytest.skip(f"not played: {not_played_reason(self.suite.environment, why)} (see "
+                            f"'agentgym: NOT PLAYED' above)")
             raise EpisodeInfraError(infra_message(record, run.run_dir.logs))
 
     def runtest(self) -> None:
@@ -132,6 +136,14 @@ def unsolved_message(record: Any, config: pytest.Config) -> str:
     rule = config.stash[SETTINGS_KEY].spec(record.env).success.text
     return (f"unsolved: reward {record.reward} ({record.stop_reason} after {record.rounds} round(s)); "
             f"success rule '{rule}' not met and the suite sets no min_reward")
+
+
+def not_played_reason(env: str, error: Any) -> str:
+    """A few words for an episode that could not be played (the same for all of them,
+    so pytest's summary counts them in one line)."""
+    from pytest_agentgym.run.terminal import not_played_cause
+
+    return f"{not_played_cause(error, [env])} ({error.type})"
 
 
 def infra_message(record: Any, logs: Any) -> str:

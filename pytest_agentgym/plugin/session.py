@@ -26,6 +26,11 @@ import pytest
 from pytest_agentgym.config import suites
 from pytest_agentgym.plugin import items as episode_items
 from pytest_agentgym.plugin.stash import NODE_SKIPPED_KEY, SETTINGS_KEY, SUITE_ERRORS_KEY
+from pytest_agentgym.results.gates import NOT_JUDGED
+
+#: The exit status of a run that could not play (some of) its episodes: no model endpoint,
+#: or an environment whose server cannot be had. Not 1, which CI reads as "the model failed".
+NOT_PLAYED_EXIT = 3
 
 _RECORD_ATTR = "agentgym_record"
 _KEPT_ATTR = "agentgym_kept"
@@ -187,6 +192,13 @@ class ControllerSession(_Session):
         else:
             self.run.start()
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo) -> None:
+        """Ctrl-C (or SIGTERM): the run is interrupted from now on, whatever happens next
+        (a second Ctrl-C may cut pytest's own handling short before the run is judged)."""
+        if isinstance(excinfo.value, KeyboardInterrupt):
+            self.run.interrupt(str(excinfo.value) or "Ctrl-C")
+
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         from pytest_agentgym.run.terminal import header_lines
 
@@ -236,11 +248,25 @@ class ControllerSession(_Session):
 
     def _before_items(self) -> None:
         _show_notices(self.config, self.run.start_notices)
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            from pytest_agentgym.run.terminal import not_played_lines
+
+            for line, markup in not_played_lines(self.run):
+                reporter.write_line(line, **markup)
 
     def _after_items(self, session: pytest.Session) -> None:
         """Aggregate gates, reported as test results of their own (so the terminal
         counts, --junitxml and the exit status include them)."""
         self.run.finish(session.exitstatus or 0)
+        self._report_gates(session)
+
+    def _report_gates(self, session: pytest.Session) -> None:
+        """Each gate verdict as a test result (once: also for a run stopped before the
+        end of its loop, whose gates are NOT JUDGED)."""
+        if getattr(self, "_gates_reported", False):
+            return
+        self._gates_reported = True
         session.testscollected += len(self.run.verdicts)
         for verdict in self.run.verdicts:
             self.config.hook.pytest_runtest_logreport(report=_gate_report(verdict, self.run))
@@ -258,6 +284,10 @@ class ControllerSession(_Session):
         -x, a crash) still gets its run.json, events and report (finish() is a no-op when
         done already). Last: after pytest's own summary line, say how the run ended."""
         self.run.finish(exitstatus, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+        if self.run.finished:
+            self._report_gates(session)
+        if self.run.blocked() and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            session.exitstatus = NOT_PLAYED_EXIT  # infrastructure: not a verdict on the model
         result = yield
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
@@ -291,13 +321,16 @@ def _gate_report(verdict, run) -> pytest.TestReport:  # type: ignore[no-untyped-
     plan = run.plans.get(verdict.env)
     path = plan.gate_path if plan else "agentgym"
     name = f"{verdict.env}::gate[{verdict.gate}]"
-    longrepr = None if verdict.passed else f"gate {verdict.outcome}: {verdict.env} {verdict.gate}: {verdict.detail}"
+    longrepr: Any = None if verdict.passed else f"gate {verdict.outcome}: {verdict.env} {verdict.gate}: {verdict.detail}"
+    outcome = "passed" if verdict.passed else "failed"
+    if verdict.outcome == NOT_JUDGED:  # a partial run: the gate is skipped, with how far the run got
+        outcome, longrepr = "skipped", (path, 0, f"NOT JUDGED: {verdict.detail}")
     return pytest.TestReport(
         nodeid=f"{path}::{name}",
         location=(path, None, name),
         keywords={"agentgym": 1},
-        outcome="passed" if verdict.passed else "failed",
+        outcome=outcome,
         longrepr=longrepr,
-        when="setup" if verdict.outcome == "error" else "call",
+        when="setup" if verdict.outcome in ("error", NOT_JUDGED) else "call",
         user_properties=[("value", verdict.value), ("gate", verdict.gate), ("outcome", verdict.outcome)],
     )

@@ -41,6 +41,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from pytest_agentgym.results.aggregate import EnvSummary, summarize
+from pytest_agentgym.results.gates import NOT_JUDGED
 from pytest_agentgym.results.jsonl import finite_json
 from pytest_agentgym.results.redact import redact_data, redact_text
 from pytest_agentgym.report import charts
@@ -79,8 +80,8 @@ def render_run_dir(run_dir: str | Path, output: str | Path | None = None, *,
     info = run.read_info()
     # records without their turns; their trajectories packed as they are read
     packed = read_for_report(run.episodes_file, compress)
-    skipped = packed.skipped
-    for line in skipped:
+    skipped, duplicates = packed.skipped, packed.duplicates
+    for line in sorted([*skipped, *duplicates], key=lambda found: found.line or 0):
         warnings.warn(str(line), stacklevel=2)
     episodes = current_records(packed.records)  # a resumed run: the newest generation of each episode
     packed = packed.current(episodes)
@@ -91,7 +92,8 @@ def render_run_dir(run_dir: str | Path, output: str | Path | None = None, *,
                                               comparison=comparison)
     parts = page_parts(info, episodes, baseline=baseline, baseline_note=baseline_note,
                        compress=compress, source=str(run.path), skipped=[str(line) for line in skipped],
-                       compare=compare, compare_note=compare_note, packed=packed)
+                       duplicates=[str(d) for d in duplicates], compare=compare, compare_note=compare_note,
+                       packed=packed)
     return write_page(parts, Path(output) if output is not None else run.path / REPORT_FILE)
 
 
@@ -156,10 +158,20 @@ def _header(info: RunInfo) -> dict[str, Any]:
         duration = format_duration((end - start).total_seconds())
     else:
         duration = "—"
+    counts = info.counts or {}
+    planned, played = counts.get("planned"), counts.get("episodes", 0)
+    stopped = info.status in ("interrupted", "crashed")
+    partial = next((g.get("detail") for g in info.gates if g.get("outcome") == NOT_JUDGED), None)
+    if partial is None and stopped:  # also a run.json written before gates were left unjudged on a partial run
+        partial = f"run {info.status} after {played}" + (f" of {planned}" if planned else "") + " episodes"
     return {
         "date": start.strftime("%Y-%m-%d %H:%M:%S %Z") if start else info.started_at,
         "duration": duration,
         "running": info.status == "running",
+        "stopped": stopped,
+        "partial": partial,
+        "planned": planned,
+        "played": played,
     }
 
 
@@ -235,12 +247,14 @@ def render_html(info: RunInfo, episodes: Sequence[EpisodeRecord], **options: Any
 def page_parts(info: RunInfo, episodes: Sequence[EpisodeRecord], *,
                baseline: dict[str, EnvSummary] | None = None, baseline_note: str = "",
                compress: bool | None = None, source: str = "", skipped: Sequence[str] = (),
-               compare: Any = None, compare_note: str = "", packed: PackedRun | None = None) -> Iterator[str]:
+               duplicates: Sequence[str] = (), compare: Any = None, compare_note: str = "",
+               packed: PackedRun | None = None) -> Iterator[str]:
     """The report page as a stream of text pieces (see the module docstring for its parts).
 
     ``baseline`` holds the baseline run's summaries (see :func:`load_baseline`),
     ``source`` the run directory, shown with the command that renders it again,
     ``skipped`` the lines of episodes.jsonl that could not be read (shown as a notice),
+    ``duplicates`` the lines left out as a second record of an episode (another notice),
     ``compare`` the compare view against the baseline
     (:class:`~pytest_agentgym.report.compare_view.CompareView`), or ``compare_note``
     saying why there is none. ``packed``: ``episodes`` were read by
@@ -266,6 +280,7 @@ def page_parts(info: RunInfo, episodes: Sequence[EpisodeRecord], *,
         legend=charts.outcome_legend(), episodes=episodes,
         noscript_rows=_noscript_rows(list(zip(index, episodes)), envs, jinja),
         outcomes=outcomes, skipped=[redact_text(line) for line in skipped],
+        duplicates=[redact_text(line) for line in duplicates],
         chunks=chunks, index_json=script_json(index), meta_json=script_json(meta),
         compare=compare, compare_note=compare_note,
         style=assets("report.css", *(("compare.css",) if compare else ())),

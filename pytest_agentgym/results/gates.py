@@ -36,6 +36,10 @@ _OPS = {
 DEFAULT_MAX_ERROR_RATE = 0.05
 
 
+#: The outcome of every gate of a run that stopped before all its episodes were played.
+NOT_JUDGED = "not-judged"
+
+
 class GateError(ValueError):
     """A gate that cannot be parsed; the message shows the accepted form."""
 
@@ -68,8 +72,9 @@ class GateVerdict:
     value: float | None
     passed: bool
     detail: str
-    #: passed, failed, error (the error budget was exceeded: the gate was not judged), or
-    #: inconclusive (a baseline comparison with too little data; passed unless gates are strict)
+    #: passed, failed, error (the error budget was exceeded: the gate was not judged),
+    #: inconclusive (a baseline comparison with too little data; passed unless gates are
+    #: strict), or not-judged (the run stopped before all its episodes were played)
     outcome: str = ""
 
     def __post_init__(self) -> None:
@@ -78,8 +83,12 @@ class GateVerdict:
 
     @property
     def word(self) -> str:
-        """How the terminal names it: GATE PASSED, GATE FAILED, GATE ERROR."""
-        return f"GATE {self.outcome.upper()}"
+        """How the terminal names it: GATE PASSED, GATE FAILED, GATE ERROR, GATE NOT JUDGED."""
+        return f"GATE {self.outcome.upper().replace('-', ' ')}"
+
+    def not_judged(self, why: str) -> "GateVerdict":
+        """This gate on a partial run: no value, not passed, ``why`` says how far the run got."""
+        return GateVerdict(self.env, self.gate, None, False, why, outcome=NOT_JUDGED)
 
     def to_dict(self) -> dict:
         return asdict(self)

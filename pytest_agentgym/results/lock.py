@@ -69,7 +69,9 @@ def _command() -> str:
     """This process's command line as a user typed it (``pytest ...`` for ``python -m pytest``)."""
     program = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("python")
     name = program.parent.name if program.name == "__main__.py" else program.name
-    return " ".join([name, *sys.argv[1:]])[:300]
+    from pytest_agentgym.results.redact import redact_text
+
+    return redact_text(" ".join([name, *sys.argv[1:]]))[:300]  # the lock file is as public as run.json
 
 
 class RunLock:

@@ -3,9 +3,12 @@ record of an episode lost with a crashed xdist worker. No pytest."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo
 
@@ -48,3 +51,36 @@ def crash_record(settings: Any, info: Any, nodeid: str, message: str) -> Episode
         settings.run_id, env, task, repeat, error,
         started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), nodeid=nodeid,
         model=info.model if info else "none", node=settings.node, checkpoint=settings.checkpoint)
+
+
+def partial_reason(status: str | None, abort_reason: str | None, played: int, planned: int) -> str | None:
+    """Why a run's gates cannot be judged, or None when the run played what it planned.
+    A run is partial when it was interrupted, crashed or stopped (a full disk), or when
+    planned episodes have no record (``-x``, ``--maxfail``)."""
+    of = f"{played} of {planned} episodes" if planned else f"{played} episodes"
+    if abort_reason is not None:
+        return f"run stopped after {of} ({abort_reason.splitlines()[0]})"
+    if status in ("interrupted", "crashed"):
+        return f"run {status} after {of}"
+    if planned and played < planned:
+        return f"run ended early after {of}"
+    return None
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[list[int]]:
+    """Hold SIGINT and SIGTERM while the block runs (the run's end is being written);
+    yields the list of signals that arrived meanwhile, for the caller to act on after.
+    Only the main thread can do this; elsewhere the block runs as it is."""
+    arrived: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield arrived
+        return
+    previous = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        previous[signum] = signal.signal(signum, lambda number, frame: arrived.append(number))
+    try:
+        yield arrived
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -84,6 +84,11 @@ class EvaluationRun:
         #: the command line's paths hold suites (warm_up); only then is an endpoint chosen
         #: only then: a run of other tests launches no reference agent for its header
         self.has_suites = True
+        #: why the run was stopped early (Ctrl-C, SIGTERM), set the moment it is: a second
+        #: Ctrl-C that cuts pytest's own handling short cannot make the run look complete
+        self.interrupted_by: str | None = None
+        #: why the gates were not judged (the run is partial), or None
+        self.partial: str | None = None
 
     @property
     def run_dir(self) -> RunDir:
@@ -382,9 +387,29 @@ class EvaluationRun:
         if self._finished or self.info is None or self.worker is not None:
             return []
         self._finished = True
+        with ending.signals_deferred() as deferred:  # a Ctrl-C now waits until run.json says how the run ended
+            self._conclude(exitstatus, interrupted)
+        if deferred:  # the user wants out: the report can be rendered later
+            self.report_error = "stopped by a signal while the run was being recorded"
+        if self.resources.publisher is not None:
+            ending.publish_end(self.resources.publisher, self.settings, self.info, self.summaries, self.verdicts,
+                               self.status, self.info.counts)
+            self.publish_stats = self.resources.close_publisher(timeout=5.0)
+        if not self.settings.no_report and not deferred:
+            # the comparison made at the end, so the report does not make it again
+            self.report_path, self.report_error = ending.write_report(
+                self.run_dir.path, self.comparisons[0] if len(self.comparisons) == 1 else None)
+        if self.hook is not None:
+            self.hook.pytest_agentgym_run_finished(config=self.config, summaries=self.summaries,
+                                                   verdicts=self.verdicts)
+        self.resources.stop()
+        return [v for v in self.verdicts if not v.passed]
+
+    def _conclude(self, exitstatus: int, interrupted: bool) -> None:
+        """Aggregate, judge the gates (not on a partial run) and write run.json's end state."""
         if self.resources.engine is not None:
             self.resources.engine.close()
-        interrupted = interrupted or self.abort_reason is not None
+        interrupted = interrupted or self.interrupted_by is not None or self.abort_reason is not None
         self.ledger.release_reserve()  # room for the last writes, whether or not the disk is full
         records = self.ledger.records()
         self.summaries, self.verdicts = judge(records, self.plans, self.settings)
@@ -396,28 +421,53 @@ class EvaluationRun:
             self.verdicts += extra
         self.status = "crashed" if exitstatus == 3 and not interrupted else final_status(
             records, interrupted=interrupted)
+        blocked = self.blocked()
+        if blocked:  # judged on nothing: say why instead of an error budget exceeded
+            self.verdicts = [v.not_judged(f"none of {v.env}'s episodes could be played "
+                                          f"({blocked[v.env].type}: see 'agentgym: NOT PLAYED')")
+                             if v.env in blocked else v for v in self.verdicts]
+        played = self._played(records)
+        self.partial = ending.partial_reason(self.status, self.abort_reason, played, len(self.planned_keys))
+        if self.partial is not None:
+            self.verdicts = [v.not_judged(self.partial) for v in self.verdicts]
         counts = run_counts(records, self.verdicts, self.ledger.generation)
+        if self.planned_keys:
+            counts = {**counts, "planned": len(self.planned_keys)}
         info = dataclasses.replace(self.info, ended_at=_now(), status=self.status, counts=counts,
                                    gates=tuple(v.to_dict() for v in self.verdicts),
                                    versions=self.resources.versions(),
-                                   notes=self.info.notes + (self.resources.fleet.notes() if self.resources.fleet else ()))
+                                   notes=self.info.notes + (self.resources.fleet.notes() if self.resources.fleet else ())
+                                   + tuple(self.resources.endpoint_restarts)
+                                   + ((f"gates not judged: {self.partial}",) if self.partial else ()))
         try:
             self.ledger.write(info)
         except OSError as exc:
             self.abort_reason = self.abort_reason or f"run.json could not be written: {exc}"
-        if self.resources.publisher is not None:
-            ending.publish_end(self.resources.publisher, self.settings, self.info, self.summaries, self.verdicts,
-                               self.status, counts)
-            self.publish_stats = self.resources.close_publisher(timeout=5.0)
-        if not self.settings.no_report:
-            # the comparison made at the end, so the report does not make it again
-            self.report_path, self.report_error = ending.write_report(
-                self.run_dir.path, self.comparisons[0] if len(self.comparisons) == 1 else None)
-        if self.hook is not None:
-            self.hook.pytest_agentgym_run_finished(config=self.config, summaries=self.summaries,
-                                                   verdicts=self.verdicts)
-        self.resources.stop()
-        return [v for v in self.verdicts if not v.passed]
+
+    def _played(self, records: Sequence[EpisodeRecord]) -> int:
+        """How many of the planned episodes have a record (kept ones included)."""
+        if not self.planned_keys:
+            return len(records)
+        return len({r.key for r in records} & self.planned_keys)
+
+    def blocked(self) -> dict[str, ErrorInfo]:
+        """The environments none of whose episodes can be played, and why: no model
+        endpoint at all, or a server that could not be had (an extra not installed, a
+        command that does not start). Their episodes are recorded as errors without
+        contacting anything; the plugin reports them once, not once per episode."""
+        if self.worker is not None or not self._began:
+            return {}
+        resources = self.resources
+        found = {}
+        for env in self.plans:
+            error = resources.setup_error or resources.env_errors.get(env)
+            if error is not None:
+                found[env] = error
+        return found
+
+    def interrupt(self, why: str) -> None:
+        """The run is being stopped early (Ctrl-C, SIGTERM): remember it at once."""
+        self.interrupted_by = self.interrupted_by or why
 
     def shutdown(self) -> None:
         """Last resort at unconfigure: nothing may outlive the run."""

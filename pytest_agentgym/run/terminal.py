@@ -66,6 +66,42 @@ NO_ASSERTION = ("agentgym: no quality assertion: exit 0 means the run completed,
                 "is good (give the suites gates or a min_reward; see docs/suites.md)")
 
 
+def not_played_cause(error: Any, envs: Any) -> str:
+    """What is missing, in a few words: the same for every episode it stops."""
+    if error.where == "env":
+        return f"the server of {', '.join(envs)} could not be had"
+    if error.where == "model":
+        return "no model endpoint"
+    return "the workers disagree" if error.type == "FleetMismatch" else "no work queue"
+
+
+def not_played_lines(run: Any) -> list[Line]:
+    """Once, before the items: what cannot be played and how to fix it (the items then
+    say only "not played")."""
+    from pytest_agentgym.results.redact import redact_text
+
+    blocked = run.blocked()
+    if not blocked:
+        return []
+    lines: list[Line] = []
+    by_error: dict[Any, list[str]] = {}
+    for env, error in blocked.items():
+        by_error.setdefault(error, []).append(env)
+    for error, envs in by_error.items():
+        what = not_played_cause(error, envs)
+        lines.append((f"agentgym: NOT PLAYED: {', '.join(envs)}: {what}: {redact_text(error.message)}",
+                      {"red": True, "bold": True}))
+    for detail in run.resources.setup_details:  # a failed launch's log tail: here once, not per item
+        first, *rest = detail.splitlines()
+        lines += [(f"agentgym: model endpoint {redact_text(first)}", {"red": True}),
+                  *((f"    {redact_text(x)}", {}) for x in rest)]
+    planned = len(run.planned_keys)
+    lines.append((f"agentgym: their episodes are recorded as errors without contacting anything; the run "
+                  f"exits 3 (infrastructure){f' ({planned} episodes planned)' if planned else ''}; fix the above "
+                  f"and resume with --agentgym-resume={run.run_dir.path}", {"red": True}))
+    return lines
+
+
 def summary_table(summaries: dict[str, Any]) -> list[Line]:
     width = max([12, *(len(env) for env in summaries)])  # AgentBench-ALFWorld is 19 wide
     lines: list[Line] = [(f"{'environment':<{width}} {'episodes':>8} {'mean reward (95% CI)':>26} {'success':>8} "
@@ -86,7 +122,7 @@ def summary_lines(run: Any) -> list[Line]:
     lines.extend(summary_table(run.summaries))
     for v in run.verdicts:
         lines.append((f"{v.word}: {v.env} {v.gate}: {v.detail}",
-                      {"green": v.outcome == "passed", "yellow": v.outcome == "inconclusive",
+                      {"green": v.outcome == "passed", "yellow": v.outcome in ("inconclusive", "not-judged"),
                        "red": v.outcome in ("failed", "error")}))
     shard = (run.info.shard or {}) if run.info else {}
     if shard:
@@ -97,17 +133,16 @@ def summary_lines(run: Any) -> list[Line]:
     if any(v.outcome == "inconclusive" for v in run.verdicts):
         lines.append(("agentgym: an inconclusive comparison does not fail the run; --agentgym-strict-gates "
                       "makes it fail (see docs/compare.md for how many tasks the margin needs)", {"yellow": True}))
-    if not run.asserts_quality and run.summaries:
+    if not run.asserts_quality and run.summaries and not run.blocked():
         lines.append((NO_ASSERTION, {"yellow": True}))
     if run.abort_reason:
         lines.append((f"agentgym: RUN STOPPED: {run.abort_reason}", {"red": True}))
+    for line in run.resources.endpoint_restarts:  # a launched endpoint died and was started again
+        lines.append((f"agentgym: {line}", {"yellow": True}))
     fleet = run.resources.fleet  # a queue run: workers that refused its items, results dropped
     for note in fleet.notes() if fleet is not None else ():
         lines.append((f"agentgym: queue: {note}", {"yellow": True}))
-    for detail in run.resources.setup_details:  # a failed launch's log tail: here once, not per item
-        first, *rest = detail.splitlines()
-        lines += [(f"agentgym: model endpoint {first}", {"red": True}), *((f"    {x}", {}) for x in rest)]
-    for skipped in run.run_dir.skipped:
+    for skipped in [*run.run_dir.skipped, *run.run_dir.duplicates]:  # lines of episodes.jsonl left out
         lines.append((f"agentgym: {skipped}", {"yellow": True}))
     lines.append((f"agentgym results: {run.run_dir.episodes_file}", {}))
     stats = getattr(run, "publish_stats", None)

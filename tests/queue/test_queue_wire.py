@@ -137,7 +137,8 @@ def test_a_coordinator_with_no_nats_server_records_every_episode_as_a_harness_er
     run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "suites",
                           "--agentgym-queue=nats://127.0.0.1:1", "--agentgym-run-id=noqueue"], cwd=tmp_path,
                          capture_output=True, text=True, env=env_with_repo(), timeout=120)
-    assert run.returncode == 1, run.stdout + run.stderr
+    assert run.returncode == 3, run.stdout + run.stderr  # infrastructure: nothing was played
     assert "NO WORK QUEUE, every episode will be an error: NATS at nats://127.0.0.1:1 unreachable" in run.stdout
+    assert "agentgym: NOT PLAYED: Maze: no work queue: NATS at nats://127.0.0.1:1 unreachable" in run.stdout
     rows = read_episodes(tmp_path / "reports" / "noqueue")
     assert [(r["error"]["type"], r["error"]["where"]) for r in rows] == [("QueueUnavailable", "harness")] * 2

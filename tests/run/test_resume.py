@@ -132,13 +132,16 @@ def small_disk(pytester):
 
 def test_a_full_disk_stops_the_run_cleanly_and_it_resumes_once_there_is_room(pytester, small_disk):
     node = make_project(pytester)
-    suite(pytester, "maze", "environment: Maze\ntasks: 0-24\nrepeat: 4\n")
+    suite(pytester, "maze", "environment: Maze\ntasks: 0-24\nrepeat: 4\ngates: [success_rate >= 0.5]\n")
     result = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-run-id=full")
     assert result.ret == 2, result.stdout.str()  # interrupted
     result.stdout.fnmatch_lines(["agentgym: RUN STOPPED: could not write *episodes.jsonl: "
                                  "No space left on device*--agentgym-resume=*full*"])
     info = run_json(pytester, "full")
     assert info["status"] == "interrupted" and info["ended_at"]
+    assert [g["outcome"] for g in info["gates"]] == ["not-judged"], info["gates"]  # a partial run is not judged
+    assert "GATE PASSED" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["GATE NOT JUDGED: Maze success_rate >= 0.5: run stopped after * of 100 episodes*"])
     results = small_disk / "full" / "episodes.jsonl"
     text = results.read_text()
     assert text.endswith("\n")
