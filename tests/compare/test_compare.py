@@ -416,3 +416,17 @@ def test_a_random_policy_regresses_against_the_reference_agent_and_the_reference
     assert same.verdict == "ok", same.lines()
     assert all(e.n_matched == 75 and e.delta == 0.0 for e in same.environments.values())
     assert cli(["compare", "ref3a", "ref3b", "--reports", str(reports)]) == 0
+
+
+def test_a_key_missing_in_one_run_and_errored_in_the_other_is_not_charged_to_the_error_budget(tmp_path):
+    """Only keys present in both runs can be errored pairs; a key the baseline lacks is
+    'only in the candidate', whatever the candidate made of it (a mutation that counted
+    it as errored survived every other test)."""
+    base = write_run(tmp_path, "base", {"Maze": "PPPPPPPPPPPPPPPPPPPP---"})
+    cand = write_run(tmp_path, "cand", {"Maze": "PPPPPPPPPPPPPPPPPPPPEEE"})
+    maze = compare_runs(base, cand, allow_mismatch=True).environments["Maze"]
+    assert (maze.n_errors, maze.n_only_cand, maze.n_matched) == (0, 3, 20)
+    assert maze.verdict != "error", maze.detail
+    both = write_run(tmp_path, "both", {"Maze": "PPPPPPPPPPPPPPPPPPPPPPP"})
+    errored = compare_runs(both, cand).environments["Maze"]  # the same keys present in both: now charged
+    assert errored.n_errors == 3 and errored.verdict == "error" and "3 of 23 episodes errored" in errored.detail
