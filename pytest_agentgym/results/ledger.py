@@ -116,7 +116,8 @@ def _lock(run_dir: RunDir) -> RunLock:
     try:
         return RunLock(run_dir.path).acquire()
     except RunDirBusy as exc:
-        raise LedgerError(str(exc)) from None
+        raise LedgerError(f"{exc}, then resume it with --agentgym-resume={run_dir.path}; or give this run "
+                          f"another --agentgym-run-id") from None
 
 
 # -- finding a run -----------------------------------------------------------------------

@@ -43,9 +43,8 @@ class RunDirBusy(ValueError):
                if holder else "another process (it has not written its name yet)")
         command = f" ({holder['command']})" if holder.get("command") else ""
         super().__init__(
-            f"{path} is in use by {who}{command}: one process writes a run directory at a time. "
-            f"Wait for it to end (or stop it), then resume with --agentgym-resume={path}; "
-            f"or give this run another --agentgym-run-id")
+            f"{path} is in use by {who}{command}: one process writes a run directory at a time; "
+            f"wait for it to end (or stop it)")
 
 
 def _read_holder(path: Path) -> dict[str, Any]:

@@ -330,17 +330,31 @@ def _baseline_verdicts(baseline: str, out: Path, plans: dict, settings: dict, sh
 def merge(paths: Sequence[str | Path], out: str | Path, *, baseline: str | None = None,
           report: bool = True) -> Merged:
     """Check the shards in ``paths`` and write the run they make to ``out``. ``baseline``:
-    compare with this run directory instead of the shards' --agentgym-baseline."""
-    from pytest_agentgym.run.plans import counts, judge_with_ranges, plan_from_record
+    compare with this run directory instead of the shards' --agentgym-baseline. ``out`` is
+    locked first (one writer per run directory: not while a run or another merge writes it)."""
+    from pytest_agentgym.results.lock import RunDirBusy, RunLock
 
     if not paths:
         raise MergeError("give the shards' run directories (or reports/<run_id> that holds them)")
     missing = [str(p) for p in paths if not Path(p).exists()]
     if missing:
         raise MergeError(f"no such directory: {', '.join(missing)}")
-    runs = sorted((load(p) for p in expand(paths)), key=lambda r: (r.info.shard["index"], str(r.path)))
-    check(runs, _without_shard(runs[0].info.command))
     out = Path(out)
+    try:
+        lock = RunLock(out).acquire()
+    except RunDirBusy as exc:
+        raise MergeError(f"--out {exc}") from None
+    try:
+        runs = sorted((load(p) for p in expand(paths)), key=lambda r: (r.info.shard["index"], str(r.path)))
+        check(runs, _without_shard(runs[0].info.command))
+        return _merge_into(out, runs, baseline, report)
+    finally:
+        lock.release()
+
+
+def _merge_into(out: Path, runs: Sequence[ShardRun], baseline: str | None, report: bool) -> Merged:
+    from pytest_agentgym.run.plans import counts, judge_with_ranges, plan_from_record
+
     _check_out(out, runs[0].info.run_id, runs)
     shards_baseline = runs[0].info.settings.get("baseline")
     baseline = str(Path(baseline).resolve()) if baseline else shards_baseline

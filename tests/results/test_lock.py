@@ -42,7 +42,6 @@ def test_a_second_process_is_refused_with_the_holders_pid_and_host(holder):
         RunLock(run_dir).acquire()
     assert refused.value.holder["pid"] == proc.pid
     assert f"in use by process {proc.pid} on host {socket.gethostname()}" in str(refused.value)
-    assert f"--agentgym-resume={run_dir}" in str(refused.value)
 
 
 def test_the_lock_of_a_killed_holder_is_taken_over(holder):
@@ -56,8 +55,9 @@ def test_the_lock_of_a_killed_holder_is_taken_over(holder):
 
 def test_a_new_run_and_a_resume_refuse_a_held_directory(holder):
     run_dir, proc = holder
-    with pytest.raises(LedgerError, match=f"in use by process {proc.pid}"):
+    with pytest.raises(LedgerError, match=f"in use by process {proc.pid}") as refused:
         RunLedger.new(run_dir.parent, run_dir.name)
+    assert f"--agentgym-resume={run_dir}" in str(refused.value)
     (run_dir / "run.json").write_text("{}")  # whatever it holds: the lock is asked first
     with pytest.raises(LedgerError, match=f"in use by process {proc.pid}"):
         RunLedger.resume(run_dir)
@@ -84,3 +84,14 @@ def test_the_holder_may_ask_again(tmp_path):
     lock.release()
     lock.release()
     assert os.listdir(tmp_path) == []
+
+
+def test_a_merge_into_a_directory_a_run_writes_is_refused(holder):
+    from pytest_agentgym.run.merge import MergeError, merge
+
+    run_dir, proc = holder
+    shard = run_dir.parent / "shard"
+    shard.mkdir()
+    (shard / "run.json").write_text("{}")
+    with pytest.raises(MergeError, match=f"--out {run_dir} is in use by process {proc.pid}"):
+        merge([shard], run_dir)
