@@ -430,3 +430,13 @@ def test_a_key_missing_in_one_run_and_errored_in_the_other_is_not_charged_to_the
     both = write_run(tmp_path, "both", {"Maze": "PPPPPPPPPPPPPPPPPPPPPPP"})
     errored = compare_runs(both, cand).environments["Maze"]  # the same keys present in both: now charged
     assert errored.n_errors == 3 and errored.verdict == "error" and "3 of 23 episodes errored" in errored.detail
+
+
+def test_errors_at_exactly_the_error_budget_are_within_it(tmp_path):
+    """1 errored of 20 paired keys is 5%, the default budget: judged, not an error."""
+    base = write_run(tmp_path, "base", {"Maze": "P" * 20})
+    cand = write_run(tmp_path, "cand", {"Maze": "E" + "P" * 19})
+    maze = compare_runs(base, cand).environments["Maze"]
+    assert maze.n_errors == 1 and maze.verdict != "error", maze.detail
+    over = write_run(tmp_path, "over", {"Maze": "EE" + "P" * 18})
+    assert compare_runs(base, over).environments["Maze"].verdict == "error"

@@ -55,3 +55,21 @@ def test_a_run_whose_process_is_gone_is_settled_as_crashed_and_resumed(tmp_path)
     ledger = RunLedger.resume(run.path)
     assert ledger.generation == 2 and set(ledger.kept) == {("Maze", 0, 0)}
     assert settle_crashed(run).status == "crashed"
+
+
+def test_a_run_written_on_another_host_is_not_settled_as_crashed(tmp_path):
+    """Whether a process on another host lives cannot be told from here: its run stays
+    'running' (a shared file system), rather than being called crashed under its feet."""
+    elsewhere = {"pid": 1, "host": "another-host.invalid", "started": 1.0}
+    run = write_run(tmp_path, make_info(status="running", process=elsewhere), [make_episode("Maze", 0)])
+    assert settle_crashed(run).status == "running"
+    assert run.read_info().status == "running"
+
+
+def test_two_records_of_one_episode_and_generation_count_once_and_are_named():
+    """Records in memory (an xdist report, a merge's pairs) go through the same rule as
+    a file's lines: the first counts, the second is a duplicate."""
+    first, again = make_episode("Maze", 0), make_episode("Maze", 0, outcome="failed")
+    counted = current_records([first, make_episode("Maze", 1), again])
+    assert [(r.task_index, r.outcome) for r in counted] == [(0, "passed"), (1, "passed")]
+    assert [(d.key, d.generation) for d in counted.duplicates] == [(("Maze", 0, 0), 1)]

@@ -83,6 +83,14 @@ def test_gates_at_their_threshold(gate, passed):
     assert check(Gate.parse(gate), summary).passed is passed
 
 
+@pytest.mark.parametrize("gate", ["mean_reward >= 0.4", "mean_reward == 0.4", "mean_reward <= 0.4"])
+def test_a_mean_a_rounding_error_away_from_its_threshold_meets_it(gate):
+    # (0.1 + 0.7) / 2 is 0.39999999999999997 in floating point, not 0.4
+    summary = summarize(records("Maze", [0.1, 0.7], success=lambda r: False))["Maze"]
+    assert summary.mean_reward != 0.4 and abs(summary.mean_reward - 0.4) < 1e-12
+    assert check(Gate.parse(gate), summary).passed
+
+
 @pytest.mark.parametrize("errors, episodes, over", [(1, 20, False), (1, 19, True), (0, 5, False), (5, 5, True)])
 def test_the_error_budget_boundary(errors, episodes, over):
     summary = summarize(records("Maze", [None] * errors + [1.0] * (episodes - errors)))["Maze"]

@@ -92,3 +92,18 @@ def test_a_complete_run_is_judged(pytester):
     info = run_json(pytester, "partial")
     assert info["status"] == "finished" and info["gates"][0]["outcome"] == "passed"
     assert "GATE PASSED: Maze success_rate >= 0.5" in output
+
+
+def test_a_run_stopped_by_x_is_not_judged(pytester):
+    """-x stops at the first failing episode: the gate is not judged on what was played."""
+    node = make_project(pytester)
+    suite(pytester, "maze", "environment: Maze\ntasks: 0-24\nrepeat: 2\nmin_reward: 2\n"
+                            "gates: [mean_reward >= 0.5]\n")  # no reward reaches 2: every episode fails
+    proc = _start(pytester, node, "-x")
+    output = proc.communicate(timeout=300)[0].decode()
+    assert proc.returncode == 1, output
+    info = run_json(pytester, "partial")
+    played = info["counts"]["episodes"]
+    assert played < 50 and info["status"] != "interrupted"
+    assert info["gates"][0]["outcome"] == "not-judged"
+    assert info["gates"][0]["detail"] == f"run ended early after {played} of 50 episodes"
