@@ -90,7 +90,8 @@ def plan_server(
         executable = build_argv(spec.command, host=host, port=spec.port, python=python)[0]
         found = which(executable)
         if found:
-            return ServerPlan(spec.name, "command", url, tuple(shlex.split(spec.command)),
+            argv = spec.command if isinstance(spec.command, (list, tuple)) else shlex.split(spec.command)
+            return ServerPlan(spec.name, "command", url, tuple(argv),
                               f"command `{executable}` ({found})")
     if executable:
         todo = f"install agentenv-{Path(executable).name} (its `{Path(executable).name}` command)"

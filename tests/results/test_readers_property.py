@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -275,7 +276,11 @@ def check_merge(run: RunDir, out: Path, expected: Expected) -> None:
     assert {r.key: r for r in current_records(again.records)} == expected.counted
 
 
-@settings(max_examples=40, deadline=None, database=None,
+#: examples per run: 40 in the default tier; AGENTGYM_PROPERTY_EXAMPLES=2000 for a longer search
+EXAMPLES = int(os.environ.get("AGENTGYM_PROPERTY_EXAMPLES", "40"))
+
+
+@settings(max_examples=EXAMPLES, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(text=episodes_files())
 def test_every_reader_counts_each_valid_record_once_and_never_raises(clean_run, text):

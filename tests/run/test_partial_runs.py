@@ -107,3 +107,31 @@ def test_a_run_stopped_by_x_is_not_judged(pytester):
     assert played < 50 and info["status"] != "interrupted"
     assert info["gates"][0]["outcome"] == "not-judged"
     assert info["gates"][0]["detail"] == f"run ended early after {played} of 50 episodes"
+
+
+HANGING_SERVER = "import pathlib, sys, time; pathlib.Path(sys.argv[1]).touch(); time.sleep(600)"
+
+
+def test_ctrl_c_during_start_up_stops_quietly_and_never_records_a_finished_or_unscored_run(pytester):
+    """Ctrl-C while the environment server still boots (here: one that never answers):
+    exit 2, no traceback, and no run.json that says the run ended any other way."""
+    import yaml
+
+    node = make_project(pytester)
+    marker = pytester.path / "server-started"
+    profile = yaml.safe_load(node.read_text())
+    profile["envs"] = {"servers": "spawn", "overrides": {"Maze": {
+        "embedded": None, "command": f"{{python}} -c '{HANGING_SERVER}' {marker}", "startup_timeout": 120}}}
+    node.write_text(yaml.safe_dump(profile))
+    suite(pytester, "maze", SUITE)
+    proc = _start(pytester, node)
+    wait_until(marker.exists, 120, "the environment server started booting", procs=(proc,))
+    proc.send_signal(signal.SIGINT)
+    output = proc.communicate(timeout=120)[0].decode()
+    assert proc.returncode == 2, output
+    assert "Traceback" not in output, output
+    run_file = pytester.path / "reports" / "partial" / "run.json"
+    if run_file.exists():
+        info = json.loads(run_file.read_text())
+        assert info["status"] == "interrupted", info
+        assert all(g["outcome"] == "not-judged" for g in info["gates"])

@@ -359,6 +359,15 @@ def test_plan_prefers_url_then_embedded_then_command():
     assert on_path.how == "command" and on_path.command[0] == "xserver"
 
 
+def test_a_command_given_as_an_argv_list_is_planned_as_it_is():
+    """docs/servers.md: a command is a shell-like string or an argv list (a list crashed
+    the run with an INTERNALERROR)."""
+    argv = ["xserver", "--motd", "two words", "--port", "{port}"]
+    spec = EnvSpec(name="X", category="moderate", port=36099, command=argv)
+    plan = plan_server(spec, which=lambda n: f"/usr/bin/{n}")
+    assert plan.how == "command" and plan.command == tuple(argv)
+
+
 def pool_spec(name: str = "WebShop", **changes) -> EnvSpec:
     server = shlex.join(env_idx_command("webshop"))
     values = dict(name=name, category="moderate", port=free_port(), dialect="env_idx",
