@@ -197,7 +197,8 @@ class RolloutService:
         self.stop()
         records = self.ledger.records()
         status = final_status(records, interrupted=self.interrupted)  # interrupted even before any finished
-        counts = {"episodes": len(records), "errors": sum(1 for r in records if r.error is not None)}
+        counts = {"episodes": len(records), "errors": sum(1 for r in records if r.error is not None),
+                  "duplicates": len(getattr(records, "duplicates", ()))}
         models = sorted({r.model for r in records}) or ["none"]
         info = dataclasses.replace(self.ledger.info, ended_at=_now(), status=status, counts=counts,
                                    model=", ".join(models),
