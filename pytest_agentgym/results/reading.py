@@ -19,12 +19,20 @@ and trend, merge, resume and the rollout service all read a run's records throug
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from pytest_agentgym.results.jsonl import SkippedLine, parse_line, read_numbered
-from pytest_agentgym.results.records import Duplicate, EpisodeRecord, Key, Records, current_records
+from pytest_agentgym.results.records import (
+    Duplicate,
+    EpisodeRecord,
+    Key,
+    Records,
+    check_record_data,
+    current_records,
+)
 
 __all__ = ["EpisodesFile", "read_episodes_file"]
 
@@ -57,6 +65,29 @@ class EpisodesFile:
         return [text for _, text in sorted(found, key=lambda item: item[0])]
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"not strict JSON: the line holds {name} (Python's json reads it; no writer of a run "
+                     f"writes it)")
+
+
+def _strict(parse: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    """``parse``, refusing a line that holds NaN or Infinity anywhere (strict JSON has no
+    such number, and every writer of a run writes strict JSON): in a field the record check
+    knows, with that field's message; elsewhere (a turn's token data) with a general one.
+    Only a line whose bytes hold those words pays for the second look."""
+    def read(raw: bytes) -> Any:
+        data = parse(raw)
+        if b"NaN" in raw or b"Infinity" in raw:
+            try:
+                json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+            except ValueError as exc:
+                check_record_data(data)  # the field's own message, when it is a field it checks
+                raise exc from None
+        return data
+
+    return read
+
+
 def read_episodes_file(path: str | Path, convert: Callable[[Any], EpisodeRecord] = EpisodeRecord.from_line, *,
                        parse: Callable[[bytes], Any] = parse_line, keep_data: bool = False) -> EpisodesFile:
     """Read the episode records of ``path`` (see the module docstring). ``convert`` makes a
@@ -68,6 +99,8 @@ def read_episodes_file(path: str | Path, convert: Callable[[Any], EpisodeRecord]
 
     def both(data: Any) -> tuple[EpisodeRecord, Any]:
         return convert(data), data if keep_data else None
+
+    parse = _strict(parse)
 
     numbered, skipped = read_numbered(path, both, parse=parse)
     first: dict[tuple[Key, int], tuple[int, int]] = {}  # (key, generation) -> (line, offset)

@@ -152,13 +152,22 @@ class Expected:
         return {key: self.records[line] for key, line in self.current.items()}
 
 
+def _no_constant(name: str) -> None:
+    raise ValueError(name)
+
+
+def strict_json(raw: bytes):
+    """A line as strict JSON (NaN and Infinity are no JSON numbers)"""
+    return json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+
+
 def expected_of(text: bytes) -> Expected:
     records, skipped, raw_of = {}, [], {}
     for number, raw in enumerate(io.BytesIO(text), 1):  # lines end at b"\n" only, as the readers read
         if raw.isspace():
             continue
         try:
-            records[number] = EpisodeRecord.from_line(json.loads(raw.decode("utf-8")))
+            records[number] = EpisodeRecord.from_line(strict_json(raw))  # strict JSON, then the record check
             raw_of[number] = raw.rstrip(b"\r\n")
         except Exception:  # noqa: BLE001 - whatever it is, it is no record
             skipped.append(number)
@@ -264,9 +273,11 @@ def check_merge(run: RunDir, out: Path, expected: Expected) -> None:
     if differing:
         with pytest.raises(MergeError) as refused:
             merge([run.path], out)
-        for line in differing:
+        for line in differing[:8]:  # merge lists the first 8 and counts the rest
             kept_line = expected.duplicates[line][0]
             assert f"at lines {kept_line} and {line}" in str(refused.value)
+        if len(differing) > 8:
+            assert f"({len(differing) - 8} more)" in str(refused.value)
         return
     merged = merge([run.path], out)
     assert merged.info.counts["episodes"] == len(expected.current)
