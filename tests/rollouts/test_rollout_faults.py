@@ -64,7 +64,7 @@ def test_a_killed_env_server_gives_per_rollout_errors_not_a_failed_batch(agent, 
         service.stop()
         env.stop()
     info = json.loads((run_dir / "run.json").read_text())
-    assert info["status"] == "finished-with-errors" and info["counts"] == {"episodes": 5, "errors": 3}
+    assert info["status"] == "finished-with-errors" and info["counts"] == {"episodes": 5, "errors": 3, "duplicates": 0}
 
 
 @pytest.mark.faults

@@ -173,7 +173,7 @@ def test_health_then_shutdown_leaves_a_finished_run_with_its_report(stack, tmp_p
     assert other.proc.wait(timeout=30) in (0, -signal.SIGTERM)  # uvicorn re-raises it after shutting down
     run_dir = tmp_path / "reports" / "stopped"
     info = json.loads((run_dir / "run.json").read_text())
-    assert info["status"] == "finished" and info["counts"] == {"episodes": 2, "errors": 0}
+    assert info["status"] == "finished" and info["counts"] == {"episodes": 2, "errors": 0, "duplicates": 0}
     assert info["model"] == "reference" and info["environments"] == ["TextCraft"]
     assert "TextCraft" in (run_dir / "report.html").read_text()
     other.stop()
