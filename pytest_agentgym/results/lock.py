@@ -27,6 +27,7 @@ import json
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,17 @@ def this_process() -> dict[str, Any]:
             "started": round(psutil.Process().create_time(), 2)}
 
 
+def _holder_of(path: Path, patience_s: float = 2.0) -> dict[str, Any]:
+    """Who holds the lock of ``path``: a holder that has just taken it writes its name the
+    moment after, so an empty file is read again for a little while."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        holder = _read_holder(path)
+        if holder or time.monotonic() > deadline:
+            return holder
+        time.sleep(0.01)
+
+
 def _command() -> str:
     """This process's command line as a user typed it (``pytest ...`` for ``python -m pytest``)."""
     program = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("python")
@@ -92,6 +104,7 @@ class RunLock:
         if self._fd is not None:
             return self
         self._made_dir = not self.run_dir.exists()
+        holder = {**this_process(), "command": _command()}  # ready before the lock: written at once after it
         while True:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -101,7 +114,7 @@ class RunLock:
                 os.close(fd)
                 if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                     raise
-                raise RunDirBusy(self.run_dir, _read_holder(self.path)) from None
+                raise RunDirBusy(self.run_dir, _holder_of(self.path)) from None
             # the holder before us may have removed the file between our open and our
             # flock (release() of a directory it made and left empty): lock the file
             # that is there now, not the unlinked one
@@ -112,7 +125,6 @@ class RunLock:
             if same:
                 break
             os.close(fd)
-        holder = {**this_process(), "command": _command()}
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(holder) + "\n").encode("utf-8"), 0)
         self._fd = fd
