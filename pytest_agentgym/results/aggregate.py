@@ -7,10 +7,15 @@ infinite: written as null in episodes.jsonl), which no mean could include.
 The terminal summary, the NATS batch events and the HTML report all take
 their numbers from :func:`summarize`.
 
-The 95% interval of the mean reward respects the environment's reward range
-(``reward_range`` in configs/envs.yaml): it is Student's t interval clipped to
-that range, so rewards in [0, 1] never get an interval below 0 or above 1.
-Why this method, and the others considered, is in docs/results.md.
+The 95% interval of the mean reward depends on the rewards (the ``CI_*`` texts,
+recorded as ``reward_ci_method``): when every reward is 0 or 1 it is the exact
+Clopper-Pearson interval of a proportion (as the success rate's); otherwise it
+is Student's t interval of the rewards with one pseudo-reward added at each end
+of the environment's reward range (``reward_range`` in configs/envs.yaml; the
+observed range when none is known), a floor on the variance that keeps a few
+rare non-zero rewards from giving a falsely narrow interval, clipped to that
+range. benchmarks/interval_coverage.py measured their coverage; the table and the
+methods considered are in docs/results.md.
 """
 
 from __future__ import annotations
@@ -26,8 +31,9 @@ from pytest_agentgym.results.records import EpisodeRecord
 RewardRange = tuple[float, float]
 
 #: ``EnvSummary.reward_ci_method`` values.
-CI_CLIPPED_TO_RANGE = "student-t clipped to the reward range"
-CI_CLIPPED_TO_OBSERVED = "student-t clipped to the observed rewards"
+CI_BINARY = "clopper-pearson (every reward 0 or 1)"
+CI_CLIPPED_TO_RANGE = "student-t with a pseudo-reward at each end of the reward range, clipped to it"
+CI_CLIPPED_TO_OBSERVED = "student-t with a pseudo-reward at each end of the observed rewards, clipped to them"
 CI_SINGLE = "single episode"
 
 # Two-sided 95% critical values of Student's t for 1..30 degrees of freedom;
@@ -46,12 +52,14 @@ def t_critical_95(degrees_of_freedom: int) -> float:
 
 
 def mean_ci95(values: Sequence[float], bounds: RewardRange | None = None) -> tuple[float, float, float] | None:
-    """Mean and its 95% confidence interval (Student's t); None for no values.
+    """Mean and its 95% confidence interval; None for no values.
 
-    ``bounds`` (low, high) clips the interval to the values' possible range: a
-    mean of rewards in [0, 1] cannot lie below 0. Values outside ``bounds``
-    widen them (a wrongly declared range never hides what was observed). With
-    one value the interval is that value (nothing is known of the spread).
+    Every value 0 or 1: the Clopper-Pearson interval of the proportion. Else
+    Student's t interval (n - 1 degrees of freedom) of the values with one
+    pseudo-value added at each end of ``bounds`` (low, high), clipped to
+    ``bounds``; without ``bounds`` the observed lowest and highest value serve.
+    Values outside ``bounds`` widen them (a wrongly declared range never hides
+    what was observed). With one value the interval is that value.
     """
     n = len(values)
     if n == 0:
@@ -59,17 +67,21 @@ def mean_ci95(values: Sequence[float], bounds: RewardRange | None = None) -> tup
     mean = math.fsum(values) / n
     if n == 1:
         return mean, mean, mean
-    variance = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
-    half = t_critical_95(n - 1) * math.sqrt(variance / n)
-    low, high = mean - half, mean + half
-    if bounds is not None:
-        low = max(low, min(bounds[0], *values))
-        high = min(high, max(bounds[1], *values))
-    return mean, low, high
+    if all(v in (0.0, 1.0) for v in values):
+        low, high = clopper_pearson_ci95(round(math.fsum(values)), n)  # type: ignore[misc]
+        return mean, low, high
+    low_end = min(values) if bounds is None else min(bounds[0], *values)
+    high_end = max(values) if bounds is None else max(bounds[1], *values)
+    padded = [*values, low_end, high_end]
+    centre = math.fsum(padded) / (n + 2)
+    variance = math.fsum((v - centre) ** 2 for v in padded) / (n + 1)
+    half = t_critical_95(n - 1) * math.sqrt(variance / (n + 2))
+    return mean, float(max(low_end, centre - half)), float(min(high_end, centre + half))
 
 
 def wilson_ci95(successes: int, n: int) -> tuple[float, float] | None:
-    """Wilson score interval of a proportion; well behaved at 0% and 100%."""
+    """Wilson score interval of a proportion (kept for comparison: the summary uses
+    :func:`clopper_pearson_ci95`, which covers at least 95% also near 0% and 100%)."""
     if n == 0:
         return None
     z = 1.96
@@ -78,6 +90,19 @@ def wilson_ci95(successes: int, n: int) -> tuple[float, float] | None:
     centre = (p + z * z / (2 * n)) / denominator
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def clopper_pearson_ci95(successes: int, n: int) -> tuple[float, float] | None:
+    """The exact (Clopper-Pearson) 95% interval of a proportion; None for n = 0."""
+    if n == 0:
+        return None
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes must lie in [0, {n}], not {successes}")
+    from scipy.special import betaincinv  # lazily: scipy is slow to import
+
+    low = 0.0 if successes == 0 else float(betaincinv(successes, n - successes + 1, 0.025))
+    high = 1.0 if successes == n else float(betaincinv(successes + 1, n - successes, 0.975))
+    return low, high
 
 
 @dataclass(frozen=True)
@@ -131,6 +156,8 @@ def summarize_env(env: str, records: Iterable[EpisodeRecord],
     method = None
     if len(rewards) == 1:
         method = CI_SINGLE
+    elif rewards and all(v in (0.0, 1.0) for v in rewards):
+        method = CI_BINARY
     elif rewards:
         method = CI_CLIPPED_TO_RANGE if reward_range is not None else CI_CLIPPED_TO_OBSERVED
     successes = sum(1 for r in scored if r.success)
@@ -143,7 +170,7 @@ def summarize_env(env: str, records: Iterable[EpisodeRecord],
         mean_reward=reward_stats[0] if reward_stats else None,
         reward_ci95=(reward_stats[1], reward_stats[2]) if reward_stats else None,
         success_rate=successes / len(scored) if scored else None,
-        success_ci95=wilson_ci95(successes, len(scored)),
+        success_ci95=clopper_pearson_ci95(successes, len(scored)),
         mean_rounds=sum(r.rounds for r in scored) / len(scored) if scored else None,
         prompt_tokens=sum(r.prompt_tokens for r in records),
         completion_tokens=sum(r.completion_tokens for r in records),

@@ -108,9 +108,8 @@ def summary_row(html: str, env: str) -> str:
 
 
 def test_header_summary_and_gates(tmp_path):
-    # Rewards 1, 0, 1, 1, 1: mean 0.8, s = sqrt(0.2), t(4) = 2.776, half width
-    # 2.776 * sqrt(0.2 / 5) = 0.5552, so [0.245, 1.355], clipped to BabyAI's reward range
-    # [0, 1]: [0.245, 1.000]. Wilson 95% interval of 4/5: [0.3755, 0.9638].
+    # Rewards 1, 0, 1, 1, 1: every reward 0 or 1, so both intervals are Clopper-Pearson's
+    # 95% interval of 4/5: [0.2836, 0.9949].
     # The error episode is left out of both.
     outcomes = ("passed", "failed", "passed", "passed", "passed")
     episodes = [make_episode("BabyAI", n, outcome=o) for n, o in enumerate(outcomes)]
@@ -131,8 +130,8 @@ def test_header_summary_and_gates(tmp_path):
         assert text in html, text
     row = summary_row(html, "BabyAI")
     assert "6 <span class=\"dim\">(5 scored)</span>" in row
-    assert "0.800 <span class=\"dim\">[0.245, 1.000]</span>" in row
-    assert "80.0% <span class=\"dim\">[37.6%, 96.4%]</span>" in row
+    assert "0.800 <span class=\"dim\">[0.284, 0.995]</span>" in row  # Clopper-Pearson: every reward 0 or 1
+    assert "80.0% <span class=\"dim\">[28.4%, 99.5%]</span>" in row
     assert "PASS</span> <span class=\"mono\">mean_reward &gt;= 0.5" in row
     assert "FAIL</span> <span class=\"mono\">success_rate &gt;= 0.9" in row
     assert "no episode recorded" in summary_row(html, "Wordle")  # declared, nothing ran

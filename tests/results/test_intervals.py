@@ -1,23 +1,33 @@
-"""The mean reward's 95% interval stays inside the environment's reward range,
-and nothing the summary or the charts show is ever NaN.
+"""The run summary's 95% intervals: Clopper-Pearson when every reward is 0 or 1 (and
+for the success rate), else Student's t with one pseudo-reward at each end of the
+reward range, clipped to it; they stay inside the range, and nothing the summary or
+the charts show is ever NaN. Their coverage is measured by
+benchmarks/interval_coverage.py (docs/results.md); here each rule is pinned by its
+values at known inputs.
 
-Expected values are worked out by hand in the comments: for rewards
-``[0]*24 + [1]`` the mean is 0.04, the sample standard deviation 0.2, t(24) is
-2.064, so the half width is 2.064 * 0.2 / 5 = 0.08256 and Student's t interval
-is [-0.04256, 0.12256].
+Padded t, worked by hand for rewards ``[0.2]*24 + [0.5]`` in [0, 1]: the 27 values
+with 0 and 1 added sum to 6.3, centre 0.23333; squared deviations 24 * 0.0011111 +
+0.071111 + 0.054444 + 0.587778 = 0.74, variance 0.74 / 26 = 0.028462, t(24) = 2.064,
+half width 2.064 * sqrt(0.028462 / 27) = 0.067013: [0.16632, 0.30035] (the mean
+0.212 lies inside). The old clipped t would give 0.212 -+ 2.064 * 0.06 / 5 =
+[0.18723, 0.23677], far narrower.
 """
 
 from __future__ import annotations
 
 import math
+import random
 import re
 
 import pytest
+from scipy.stats import beta
 
 from pytest_agentgym.results.aggregate import (
+    CI_BINARY,
     CI_CLIPPED_TO_OBSERVED,
     CI_CLIPPED_TO_RANGE,
     CI_SINGLE,
+    clopper_pearson_ci95,
     mean_ci95,
     shipped_reward_ranges,
     summarize,
@@ -30,7 +40,7 @@ from pytest_agentgym.report.render import render_run_dir
 from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo
 from helpers.report_fixtures import make_episode, make_info, write_run
 
-T_INTERVAL = (0.04 - 0.08256, 0.04 + 0.08256)
+PADDED = (0.16632, 0.30035)
 
 
 def episodes(env: str, rewards, **changes) -> list[EpisodeRecord]:
@@ -40,38 +50,85 @@ def episodes(env: str, rewards, **changes) -> list[EpisodeRecord]:
             for n, reward in enumerate(rewards)]
 
 
-def test_the_interval_of_one_success_in_25_stays_in_0_1():
+def exact(k: int, n: int) -> tuple[float, float]:
+    """Clopper-Pearson from its definition, the beta quantiles (scipy.stats, not the code's scipy.special)."""
+    return (0.0 if k == 0 else beta.ppf(0.025, k, n - k + 1), 1.0 if k == n else beta.ppf(0.975, k + 1, n - k))
+
+
+@pytest.mark.parametrize("k, n", [(0, 25), (1, 25), (24, 25), (25, 25), (60, 90), (2, 3)])
+def test_binary_rewards_get_clopper_pearson_as_does_the_success_rate(k, n):
+    summary = summarize(episodes("TextCraft", [1.0] * k + [0.0] * (n - k)))["TextCraft"]
+    assert summary.reward_ci_method == CI_BINARY
+    assert summary.reward_ci95 == pytest.approx(exact(k, n), abs=1e-9)
+    assert summary.success_ci95 == pytest.approx(exact(k, n), abs=1e-9)
+    assert summary.mean_reward == pytest.approx(k / n)
+
+
+def test_one_success_in_25_known_values():
+    # beta.ppf(0.025, 1, 25) = 1 - 0.975 ** (1 / 25) = 0.0010122; the old clipped t said [0, 0.12256],
+    # which missed a true rate of 0.15 that Clopper-Pearson's 0.20352 holds
     summary = summarize(episodes("TextCraft", [0.0] * 24 + [1.0]))["TextCraft"]
-    assert summary.mean_reward == pytest.approx(0.04)
-    assert summary.reward_ci95 == (0.0, pytest.approx(T_INTERVAL[1], abs=1e-4))  # -0.04256 clipped to 0
+    assert summary.reward_ci95 == pytest.approx((1 - 0.975 ** (1 / 25), 0.203517), abs=1e-6)
+    assert clopper_pearson_ci95(0, 25) == (0.0, pytest.approx(1 - 0.025 ** (1 / 25)))  # 0.13719
+    assert clopper_pearson_ci95(0, 0) is None
+    with pytest.raises(ValueError, match=r"successes must lie in \[0, 25\], not 26"):
+        clopper_pearson_ci95(26, 25)
+
+
+def test_binary_is_every_reward_0_or_1_whatever_the_range():
+    # Maze's range is [-1, 1], but rewards of 0 and 1 alone are a proportion
+    assert summarize(episodes("Maze", [0.0] * 24 + [1.0]))["Maze"].reward_ci_method == CI_BINARY
+    assert summarize(episodes("TextCraft", [0.0] * 24 + [0.5]))["TextCraft"].reward_ci_method == CI_CLIPPED_TO_RANGE
+
+
+def test_continuous_rewards_get_t_padded_at_both_ends_of_the_range():
+    summary = summarize(episodes("TextCraft", [0.2] * 24 + [0.5]))["TextCraft"]
+    assert summary.mean_reward == pytest.approx(0.212)
+    assert summary.reward_ci95 == pytest.approx(PADDED, abs=1e-5)
     assert (summary.reward_ci_method, summary.reward_range) == (CI_CLIPPED_TO_RANGE, (0.0, 1.0))
 
 
 def test_the_range_is_each_environments_own():
-    # Maze pays -1.0 for the 51st step, so its interval may go below 0
-    summary = summarize(episodes("Maze", [0.0] * 24 + [1.0]))["Maze"]
-    assert summary.reward_ci95 == (pytest.approx(T_INTERVAL[0], abs=1e-4), pytest.approx(T_INTERVAL[1], abs=1e-4))
-    assert summary.reward_range == (-1.0, 1.0)
+    # [0]*24 + [0.5] padded with Maze's -1 and 1: sum 0.5, centre 0.018519, squared deviations
+    # 24 * 0.000343 + 0.231824 + 1.037380 + 0.963306 = 2.24074, variance / 26 = 0.086182,
+    # half 2.064 * sqrt(0.086182 / 27) = 0.116610: [-0.09809, 0.13513], below 0 as Maze may go
+    maze = summarize(episodes("Maze", [0.0] * 24 + [0.5]))["Maze"]
+    assert maze.reward_ci95 == pytest.approx((-0.09809, 0.13513), abs=1e-5)
+    assert maze.reward_range == (-1.0, 1.0)
+    # the same rewards in TextCraft's [0, 1]: padded with 0 and 1, low end clipped at 0
+    textcraft = summarize(episodes("TextCraft", [0.0] * 24 + [0.5]))["TextCraft"]
+    assert textcraft.reward_ci95 == (0.0, pytest.approx(0.13970, abs=1e-5))
     sciworld = summarize(episodes("SciWorld", [100.0, 100.0, -100.0]))["SciWorld"]
     low, high = sciworld.reward_ci95
-    assert -100.0 <= low < sciworld.mean_reward < high == 100.0
+    assert -100.0 <= low < sciworld.mean_reward < high <= 100.0
 
 
-def test_an_unknown_environment_is_clipped_to_its_observed_rewards():
+def test_an_unknown_environment_is_padded_and_clipped_by_its_observed_rewards():
     summary = summarize(episodes("Custom", [0.5] * 9 + [0.9]))["Custom"]
-    # mean 0.54, s = sqrt(0.016) = 0.12649, t(9) = 2.262: half width 0.09048 -> [0.4495, 0.6305];
-    # within the observed [0.5, 0.9] the low end becomes 0.5
-    assert summary.reward_ci95 == (0.5, pytest.approx(0.6305, abs=1e-4))
+    # padded with 0.5 and 0.9: 12 values summing to 6.8, centre 0.56667, squared deviations
+    # 10 * 0.0044444 + 2 * 0.111111 = 0.266667, variance / 11 = 0.024242, t(9) = 2.262,
+    # half 2.262 * sqrt(0.024242 / 12) = 0.101671 -> [0.46500, 0.66834]; the low end clipped to 0.5
+    assert summary.reward_ci95 == (0.5, pytest.approx(0.66834, abs=1e-5))
     assert (summary.reward_ci_method, summary.reward_range) == (CI_CLIPPED_TO_OBSERVED, (0.5, 0.9))
 
 
 def test_ranges_given_by_the_caller_win_and_observed_rewards_outside_widen_them():
-    records = episodes("TextCraft", [0.0] * 24 + [1.0])
-    assert summarize(records, {"TextCraft": (-1.0, 1.0)})["TextCraft"].reward_ci95[0] == pytest.approx(
-        T_INTERVAL[0], abs=1e-4)
-    widened = summarize(records, {"TextCraft": (0.0, 0.5)})["TextCraft"]
-    assert widened.reward_range == (0.0, 1.0)
+    records = episodes("TextCraft", [0.2] * 24 + [0.5])
+    # with the range [-1, 1] the pads are -1 and 1: a different, wider interval than PADDED
+    wide = summarize(records, {"TextCraft": (-1.0, 1.0)})["TextCraft"].reward_ci95
+    assert wide[0] < PADDED[0] and wide[1] > PADDED[1]
+    widened = summarize(records, {"TextCraft": (0.0, 0.3)})["TextCraft"]
+    assert widened.reward_range == (0.0, 0.5)
     assert widened.reward_ci95[0] <= widened.mean_reward <= widened.reward_ci95[1]
+
+
+def test_the_mean_always_lies_inside_its_interval():
+    rng = random.Random(23)
+    for _ in range(300):
+        n = rng.choice((2, 3, 5, 25, 90))
+        values = [rng.choice((0.0, 1.0, rng.random(), rng.random() ** 8)) for _ in range(n)]
+        mean, low, high = mean_ci95(values, (0.0, 1.0))
+        assert 0.0 <= low <= mean <= high <= 1.0, values
 
 
 def test_one_episode_and_no_scored_episode():
@@ -93,7 +150,7 @@ def test_non_finite_rewards_are_left_out_so_no_figure_is_nan():
     assert all(math.isfinite(value) for value in figures), figures
     payload = batch_completed("r", summary, [], node=None, model="m", checkpoint=None).data().decode()
     assert "NaN" not in payload and "Infinity" not in payload
-    assert '"reward_ci_method":"student-t clipped to the reward range"' in payload
+    assert f'"reward_ci_method":"{CI_CLIPPED_TO_RANGE}"' in payload
 
 
 def test_every_shipped_environment_has_a_reward_range_and_bad_ranges_are_refused():
