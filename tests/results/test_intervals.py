@@ -200,3 +200,15 @@ def test_the_report_of_edge_cases_shows_no_nan(tmp_path):
         assert_finite_svg(svg)
     cells = re.findall(r'<td class="num[^"]*">([^<]*)', text)
     assert cells and not [c for c in cells if re.search(r"nan|inf", c, re.IGNORECASE)]
+
+
+@pytest.mark.parametrize("successes, n", [(0, 25), (1, 25), (24, 25), (25, 25), (60, 90), (2, 3),
+                                          (500, 1000), (3, 10000), (9990, 10000)])
+def test_clopper_pearson_without_scipy_matches_the_beta_quantiles(successes, n):
+    """The interval is found by bisection on binomial tails (no scipy import at the run's
+    end or in compare); its ends are the beta quantiles that define it."""
+    from scipy.stats import beta
+
+    low, high = clopper_pearson_ci95(successes, n)
+    assert low == pytest.approx(0.0 if successes == 0 else beta.ppf(0.025, successes, n - successes + 1), abs=1e-9)
+    assert high == pytest.approx(1.0 if successes == n else beta.ppf(0.975, successes + 1, n - successes), abs=1e-9)
