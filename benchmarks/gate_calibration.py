@@ -17,8 +17,13 @@ true change (calibrated: at most alpha / 2 = 2.5%).
     python benchmarks/gate_calibration.py                 # ~200 simulations per cell, 2 processes
     python benchmarks/gate_calibration.py --sims 1000     # tighter figures
     python benchmarks/gate_calibration.py --intervals     # the interval methods considered
+    python benchmarks/gate_calibration.py --reward --sims 300   # the reward metric (binary, near-deterministic,
+                                                                # continuous; 5/6/25/100 tasks)
+    python benchmarks/gate_calibration.py --needed --sims 300   # does "needs about N tasks" decide at N
+    python benchmarks/gate_calibration.py --strict --sims 300 [--strict-repeats 10]   # --strict on a battery
 
-Writes benchmarks/gate_calibration.json (the table and the settings).
+Writes benchmarks/gate_calibration.json (the table and the settings); the --reward,
+--needed and --strict studies write benchmarks/gate_calibration_<study>.json.
 """
 
 from __future__ import annotations
@@ -65,7 +70,8 @@ def _template(run_id: str) -> dict:
 
 def write_run(root: Path, run_id: str, outcomes: dict[str, np.ndarray]) -> Path:
     """A run directory holding one episode per (env, task, repeat): ``outcomes[env]``
-    is a (tasks, repeats) array of successes; reward is 1.0 on success, else 0.0."""
+    is a (tasks, repeats) array of successes (reward 1.0 on success, else 0.0) or,
+    when it is a float array, of rewards (success: reward >= 1)."""
     run_dir = RunDir(root / run_id)
     if run_dir.path.exists():
         shutil.rmtree(run_dir.path)
@@ -81,9 +87,12 @@ def write_run(root: Path, run_id: str, outcomes: dict[str, np.ndarray]) -> Path:
     for env, table in outcomes.items():
         for task in range(table.shape[0]):
             for repeat in range(table.shape[1]):
-                success = bool(table[task, repeat])
+                value = table[task, repeat]
+                rewarded = table.dtype.kind == "f"
+                success = bool(value >= 1.0) if rewarded else bool(value)
                 record = dict(template, env=env, task_index=task, repeat=repeat + 1, success=success,
-                              reward=1.0 if success else 0.0, outcome="passed" if success else "unsolved",
+                              reward=float(value) if rewarded else (1.0 if success else 0.0),
+                              outcome="passed" if success else "unsolved",
                               episode_id=f"{run_id}:{env}:{task}:r{repeat + 1}")
                 lines.append(json.dumps(record))
     run_dir.episodes_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -208,6 +217,161 @@ def interval_study(sims: int, seed: int, alpha: float = 0.05) -> list[dict]:
     return rows
 
 
+# -- the reward metric (--reward) ----------------------------------------------------------------------
+
+REWARD_KINDS = ("binary", "near-deterministic", "continuous")
+REWARD_TASKS = (5, 6, 25, 100)
+REWARD_DROPS = (0.0, 0.10, 0.20)
+
+
+def reward_pair(kind: str, n: int, drop: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, float]:
+    """Baseline and candidate rewards (n tasks, one repeat) and the true change of the mean.
+
+    binary: reward 1 with probability p ~ Beta(2, 2), the candidate max(p - drop, 0);
+    near-deterministic: each task's reward is a fixed level r ~ Beta(2, 2), or 0 with
+    probability 0.05 (the candidate: 0.05 + drop / mean(r), so the mean falls by drop);
+    continuous: reward ~ Beta(10 m, 10 (1 - m)), m ~ U(0.2, 0.9), the candidate's m - drop."""
+    if kind == "binary":
+        p = rng.beta(2, 2, n)
+        q = np.clip(p - drop, 0, 1)
+        return ((rng.random(n) < p).astype(float)[:, None], (rng.random(n) < q).astype(float)[:, None],
+                float(np.mean(q - p)))
+    if kind == "near-deterministic":
+        r = rng.beta(2, 2, n)
+        fail = min(0.95, 0.05 + drop / float(r.mean()))
+        base = np.where(rng.random(n) < 0.05, 0.0, r)
+        cand = np.where(rng.random(n) < fail, 0.0, r)
+        return base[:, None], cand[:, None], float(-(fail - 0.05) * r.mean())
+    m = rng.uniform(0.2, 0.9, n)
+    mc = np.clip(m - drop, 0.02, 0.98)
+    return (rng.beta(10 * m, 10 * (1 - m))[:, None], rng.beta(10 * mc, 10 * (1 - mc))[:, None],
+            float(np.mean(mc - m)))
+
+
+def reward_study(sims: int, seed: int, margin: float = 0.05) -> list[dict]:
+    """Per cell: the share judged ok (at a true drop beyond the margin: a miss, want <= 2.5%),
+    regressed (at drop 0: the false-alarm rate), with no interval, and how often the interval
+    misses the true change from above (want <= 2.5%) and covers it."""
+    rng, rows = np.random.default_rng(seed), []
+    with tempfile.TemporaryDirectory(prefix="gate-reward-") as tmp:
+        root = Path(tmp)
+        for kind in REWARD_KINDS:
+            for n in REWARD_TASKS:
+                for drop in REWARD_DROPS:
+                    c = dict.fromkeys(("ok", "regressed", "inconclusive", "error", "no_ci", "above",
+                                       "covered", "regressed_no_ci"), 0)
+                    for _ in range(sims):
+                        base, cand, true = reward_pair(kind, n, drop, rng)
+                        b = write_run(root, "base", {"Wordle": base})
+                        k = write_run(root, "cand", {"Wordle": cand})
+                        e = compare_runs(b, k, metric="reward", margin=margin).environments["Wordle"]
+                        c[e.verdict] += 1
+                        c["no_ci"] += e.ci is None
+                        c["regressed_no_ci"] += e.ci is None and e.verdict == "regressed"
+                        if e.ci is not None:
+                            c["above"] += e.ci[0] > true + 1e-9
+                            c["covered"] += e.ci[0] - 1e-9 <= true <= e.ci[1] + 1e-9
+                    row = {"kind": kind, "tasks": n, "drop": drop, "pairs": sims,
+                           **{key: value / sims for key, value in c.items()}}
+                    rows.append(row)
+                    print(f"{kind:<19} n={n:<4} drop={drop:.2f}  ok {row['ok']:6.1%}  regressed "
+                          f"{row['regressed']:6.1%}  no interval {row['no_ci']:6.1%}  CI above {row['above']:5.1%}"
+                          f"  covers {row['covered']:6.1%}  regressed w/o CI {row['regressed_no_ci']:.1%}",
+                          flush=True)
+    return rows
+
+
+# -- the sample-size advice (--needed) ---------------------------------------------------------------------
+
+NEEDED_SCENARIOS = [(dist, env, r) for dist in ("Beta(2,2)", "Beta(0.3,0.3)") for env in ("Maze", "BabyAI")
+                    for r in (1, 3)]
+
+
+def needed_study(sims: int, seed: int, margin: float = 0.05) -> list[dict]:
+    """For an unchanged candidate: compare at the battery size; where the verdict is
+    inconclusive, take the advice (about N tasks, or R repeats of the T tasks), and
+    judge a fresh unchanged pair at the advised size, once as N fresh tasks at the same
+    repeats and once as R repeats of the same T tasks. Share that reaches ok or
+    regressed: want >= 80%."""
+    rng, rows = np.random.default_rng(seed), []
+    with tempfile.TemporaryDirectory(prefix="gate-needed-") as tmp:
+        root = Path(tmp)
+        for dist, env, repeats in NEEDED_SCENARIOS:
+            n = BATTERY[env]
+            advised, decided_tasks, decided_repeats, sizes = 0, 0, 0, []
+            for _ in range(sims):
+                p = rng.beta(*DISTRIBUTIONS[dist], size=n)
+                base = write_run(root, "base", {env: rng.random((n, repeats)) < p[:, None]})
+                cand = write_run(root, "cand", {env: rng.random((n, repeats)) < p[:, None]})
+                e = compare_runs(base, cand, margin=margin).environments[env]
+                if e.verdict != "inconclusive" or e.needed_for_margin is None or e.needed_for_margin <= n:
+                    continue
+                advised += 1
+                big = e.needed_for_margin
+                sizes.append(big)
+                p_big = rng.beta(*DISTRIBUTIONS[dist], size=big)
+                verdict = compare_runs(write_run(root, "base", {env: rng.random((big, repeats)) < p_big[:, None]}),
+                                       write_run(root, "cand", {env: rng.random((big, repeats)) < p_big[:, None]}),
+                                       margin=margin).environments[env].verdict
+                decided_tasks += verdict in ("ok", "regressed")
+                more = e.repeats_for_margin or repeats
+                verdict = compare_runs(write_run(root, "base", {env: rng.random((n, more)) < p[:, None]}),
+                                       write_run(root, "cand", {env: rng.random((n, more)) < p[:, None]}),
+                                       margin=margin).environments[env].verdict
+                decided_repeats += verdict in ("ok", "regressed")
+            row = {"p": dist, "shape": f"{env} ({n})", "repeats": repeats, "pairs": sims, "advised": advised,
+                   "median_advice": float(np.median(sizes)) if sizes else None,
+                   "decided_at_n_tasks": decided_tasks / advised if advised else None,
+                   "decided_at_r_repeats": decided_repeats / advised if advised else None}
+            rows.append(row)
+            print(f"{dist:<14} {env:<7} r={repeats}  advised {advised}/{sims}  median N {row['median_advice']}"
+                  f"  decided at N tasks {row['decided_at_n_tasks'] or 0:6.1%}  at R repeats "
+                  f"{row['decided_at_r_repeats'] or 0:6.1%}", flush=True)
+    return rows
+
+
+# -- --strict on an unchanged battery, and drops inside the margin (--strict) ------------------------------
+
+STRICT_REPEATS = (1, 3)
+
+
+def strict_study(sims: int, seed: int, margin: float = 0.05,
+                 repeats_list: tuple[int, ...] = STRICT_REPEATS) -> list[dict]:
+    """The whole battery, unchanged (drop 0) and with a true drop inside the margin (0.03):
+    the share judged ok (what --strict passes) and regressed, per repeats."""
+    rng, rows = np.random.default_rng(seed), []
+    with tempfile.TemporaryDirectory(prefix="gate-strict-") as tmp:
+        root = Path(tmp)
+        for dist in DISTRIBUTIONS:
+            for repeats in repeats_list:
+                for drop in (0.0, 0.03):
+                    c = dict.fromkeys(VERDICTS_ORDER, 0)
+                    for _ in range(sims):
+                        p = {env: rng.beta(*DISTRIBUTIONS[dist], size=n) for env, n in BATTERY.items()}
+                        base = {env: rng.random((n, repeats)) < p[env][:, None] for env, n in BATTERY.items()}
+                        cand = {env: rng.random((n, repeats)) < np.clip(p[env] - drop, 0, 1)[:, None]
+                                for env, n in BATTERY.items()}
+                        comparison = compare_runs(write_run(root, "base", base), write_run(root, "cand", cand),
+                                                  margin=margin)
+                        c[comparison.verdict] += 1
+                    row = {"p": dist, "repeats": repeats, "drop": drop, "pairs": sims,
+                           **{key: value / sims for key, value in c.items()}}
+                    rows.append(row)
+                    print(f"{dist:<14} r={repeats:<2} drop={drop:.2f}  ok (strict passes) {row['ok']:6.1%}  "
+                          f"inconclusive {row['inconclusive']:6.1%}  regressed {row['regressed']:6.1%}", flush=True)
+    return rows
+
+
+VERDICTS_ORDER = ("ok", "inconclusive", "regressed", "error")
+
+
+def _study_job(args: tuple) -> list[dict]:
+    study, sims, seed, strict_repeats = args
+    if study == "strict":
+        return strict_study(sims, seed, repeats_list=strict_repeats)
+    return {"reward": reward_study, "needed": needed_study}[study](sims, seed)
+
+
 def _job(args: tuple) -> tuple[str, int, dict]:
     name, repeats, sims, seed = args
     return name, repeats, simulate(BATTERY, DISTRIBUTIONS[name], repeats, DROPS, sims, seed,
@@ -230,9 +394,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--intervals", action="store_true",
                         help="instead: the interval methods considered (bootstrap, t, inverted "
                              "sign-flip, Tango), how often each lower end lies above the true change")
+    parser.add_argument("--reward", action="store_true",
+                        help="instead: the reward metric on binary, near-deterministic and continuous "
+                             "rewards (5, 6, 25, 100 tasks; drops 0, 0.1, 0.2)")
+    parser.add_argument("--needed", action="store_true",
+                        help="instead: does the 'needs about N tasks' advice decide at N (want >= 80%%)")
+    parser.add_argument("--strict", action="store_true",
+                        help="instead: how often an unchanged battery (and a 3-point drop) is ok, per repeats")
+    parser.add_argument("--strict-repeats", type=int, nargs="+", default=list(STRICT_REPEATS),
+                        help=f"repeats per task of the --strict study (default {' '.join(map(str, STRICT_REPEATS))})")
     args = parser.parse_args(argv)
     if args.intervals:
         interval_study(args.sims, args.seed)
+        return 0
+    studies = [name for name in ("reward", "needed", "strict") if getattr(args, name)]
+    if studies:
+        started = time.monotonic()
+        with ProcessPoolExecutor(max_workers=args.workers) as pool:
+            results = list(pool.map(_study_job, [(name, args.sims, args.seed + i, tuple(args.strict_repeats))
+                                                 for i, name in enumerate(studies)]))
+        print(f"\n{args.sims} simulated pairs per cell; alpha 0.05, margin 0.05; "
+              f"{time.monotonic() - started:.0f} s")
+        suffix = "_".join(studies) + ("_r" + "-".join(map(str, args.strict_repeats)) if args.strict else "")
+        out = Path(args.output).with_name(f"gate_calibration_{suffix}.json")
+        out.write_text(json.dumps({"sims": args.sims, "seed": args.seed, "alpha": 0.05, "margin": 0.05,
+                                   "command": "python benchmarks/gate_calibration.py "
+                                   + " ".join(f"--{name}" for name in studies) + f" --sims {args.sims}",
+                                   **dict(zip(studies, results))}, indent=1) + "\n")
         return 0
     started = time.monotonic()
     chunks = max(1, args.workers)

@@ -286,9 +286,33 @@ def _reader_warnings(command: str) -> Iterator[None]:
         yield
 
 
+def _internal_error(command: str, run: Callable[[], int]) -> int:
+    """``run()``, with any exception it lets out turned into one line on stderr and exit 2:
+    exit 1 means "regressed" (or a gate failed) to CI, so a crash must never read as it."""
+    try:
+        return run()
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the last line of defence of a gating command
+        where = ""
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        if tb is not None:
+            where = f" at {Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno}"
+        text = " ".join(str(exc).split()) or "(no message)"
+        print(f"pytest-agentgym {command}: internal error: {type(exc).__name__}{where}: {text}; "
+              f"this is a bug in pytest-agentgym, not a verdict (exit 2): please report it with the "
+              f"command line", file=sys.stderr)
+        return 2
+
+
 def _compare(args: argparse.Namespace) -> int:
-    with _reader_warnings("compare"):
-        return _compare_runs(args)
+    def run() -> int:
+        with _reader_warnings("compare"):
+            return _compare_runs(args)
+
+    return _internal_error("compare", run)
 
 
 def _compare_runs(args: argparse.Namespace) -> int:
@@ -404,11 +428,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "compare":
         return _compare(args)
     if args.command == "trend":
-        return _trend(args)
+        return _internal_error("trend", lambda: _trend(args))
     if args.command == "merge":
         from pytest_agentgym.run.merge import merge_command
 
-        return merge_command(args.shards, args.out, baseline=args.baseline, report=not args.no_report)
+        return _internal_error("merge", lambda: merge_command(args.shards, args.out, baseline=args.baseline,
+                                                                report=not args.no_report))
     if args.command == "worker":
         import shlex
 

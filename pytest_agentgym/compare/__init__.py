@@ -7,8 +7,8 @@
 Per environment the episodes are paired by (task, repeat), tested for a drop
 (exact McNemar, or an exact sign-flip test over tasks), Holm-adjusted across
 environments, and judged ``ok``, ``regressed``, ``inconclusive`` or ``error``;
-see docs/compare.md. No pytest here; scipy is imported only when a comparison
-runs. :func:`settings_differences` is the settings check on its own, for a run
+see docs/compare.md. No pytest and no scipy here (numpy is imported only when a
+sign-flip test runs). :func:`settings_differences` is the settings check on its own, for a run
 that is about to start.
 """
 

@@ -53,6 +53,8 @@ class EnvComparison:
     n_tasks: int = 0
     #: how the p-value and the interval were computed
     method: str = ""
+    #: when needed_for_margin exceeds the tasks compared: the repeats of those tasks that would do
+    repeats_for_margin: int | None = None
 
     def line(self) -> str:
         """``BabyAI success: 0.61 -> 0.52, Δ -0.09 [-0.16, -0.02], n=90 paired, p=0.01 (Holm) -> REGRESSED (margin 0.05)``"""
@@ -67,8 +69,12 @@ class EnvComparison:
             figures = f"{self.base_value:.2f} -> {self.cand_value:.2f}, Δ {self.delta:+.2f}{interval}, {n}, {p}"
         line = f"{head}{figures} -> {self.verdict.upper()} (margin {self.margin:g})"
         if self.verdict == "inconclusive":
-            if self.needed_for_margin is not None and self.needed_for_margin > self.n_tasks:
-                line += f" (needs about {self.needed_for_margin} tasks)"
+            if self.margin <= 0:
+                line += " (no finite sample can show ok at margin 0)"
+            elif self.needed_for_margin is not None and self.needed_for_margin > self.n_tasks:
+                line += f" (needs about {self.needed_for_margin} tasks" + (
+                    f", or {self.repeats_for_margin} repeats of the {self.n_tasks} tasks)"
+                    if self.repeats_for_margin is not None else ")")
             else:
                 line += " (the change is close to the margin)"
         elif self.verdict == "error":
@@ -80,7 +86,8 @@ class EnvComparison:
                 "ci": list(self.ci) if self.ci else None, "p_value": self.p_value, "p_raw": self.p_raw,
                 "n_matched": self.n_matched, "n_tasks": self.n_tasks, "n_errors": self.n_errors,
                 "n_only_base": self.n_only_base, "n_only_cand": self.n_only_cand,
-                "needed_for_margin": self.needed_for_margin, "base_value": self.base_value,
+                "needed_for_margin": self.needed_for_margin, "repeats_for_margin": self.repeats_for_margin,
+                "base_value": self.base_value,
                 "cand_value": self.cand_value, "margin": self.margin, "method": self.method,
                 "detail": self.detail}
 

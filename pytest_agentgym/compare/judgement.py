@@ -7,7 +7,8 @@ across the environments, and give one of four verdicts:
 
 * ``error``: no key was scored in both runs, or the keys that errored in either
   run exceed the error budget;
-* ``regressed``: the Holm-adjusted p < alpha and delta < -margin;
+* ``regressed``: the Holm-adjusted p < alpha, delta < -margin and there is an
+  interval (never without one: too few tasks give ``inconclusive``);
 * ``ok``: the interval's lower end > -margin (a drop larger than the margin is ruled out);
 * ``inconclusive``: neither; ``needed_for_margin`` says how many paired tasks would do.
 
@@ -75,37 +76,66 @@ def _only(info_fingerprint: dict, names: list[str]) -> dict:
     return {**info_fingerprint, "envs": {k: v for k, v in envs.items() if k in names}} if envs else info_fingerprint
 
 
+def _zero_one(pairs: EnvPairs) -> bool:
+    """Every matched value is exactly 0 or 1 (success always; reward when it is binary)."""
+    return all(v in (0.0, 1.0) for b, c in pairs.units.values() for v in (*b, *c))
+
+
+def _discordant(pairs: EnvPairs) -> tuple[int, int]:
+    """(1 -> 0, 0 -> 1) over the matched keys of 0/1 values (pass->fail, fail->pass)."""
+    drops = gains = 0
+    for b, c in pairs.units.values():
+        for x, y in zip(b, c):
+            drops += x == 1.0 and y == 0.0
+            gains += x == 0.0 and y == 1.0
+    return drops, gains
+
+
+def _reward_span(pairs: EnvPairs) -> float:
+    """The reward's range: the shipped range of the environment when known, else the
+    span of the rewards seen in both runs, at least 1."""
+    if pairs.env in shipped_reward_ranges():
+        low, high = shipped_reward_ranges()[pairs.env]
+        return high - low
+    values = [v for b, c in pairs.units.values() for v in (*b, *c)]
+    return max(1.0, max(values) - min(values)) if values else 1.0
+
+
 def _estimate(pairs: EnvPairs, alpha: float) -> _Estimate:
     base_value, cand_value = pairs.mean(0), pairs.mean(1)
     assert base_value is not None and cand_value is not None
     delta = cand_value - base_value
     differences = pairs.differences
     level = f"{1 - alpha:.0%}"
-    if pairs.binary:
-        drops, gains = pairs.discordant()
+    zero_one = pairs.metric == "success" or _zero_one(pairs)
+    of = "" if pairs.metric == "success" else " (rewards all 0 or 1: the success path on reward == 1)"
+    single = all(len(b) == 1 for b, _ in pairs.units.values())
+    if zero_one and single:
+        drops, gains = _discordant(pairs)
         ci = stats.paired_score_interval(drops, gains, len(pairs.matched), alpha)
         return _Estimate(base_value, cand_value, delta, ci, stats.mcnemar_drop_p(drops, gains),
                          f"exact McNemar ({drops} pass->fail, {gains} fail->pass); "
-                         f"{level} Tango score interval")
-    if pairs.metric == "success":
+                         f"{level} Tango score interval{of}")
+    if zero_one:
         p_raw, how = stats.sign_flip_drop_p(differences, lattice=pairs.repeat_counts)
-        drops, gains = pairs.discordant()
+        drops, gains = _discordant(pairs)
         low, high = stats.paired_score_interval(drops, gains, len(pairs.matched), alpha)
         by_task = stats.t_interval(differences, alpha)
         if by_task is not None:
             low, high = max(-1.0, min(low, by_task[0])), min(1.0, max(high, by_task[1]))
         return _Estimate(base_value, cand_value, delta, (low, high), p_raw,
                          f"sign-flip test over tasks, {how}; {level} interval: Tango score over "
-                         f"episodes joined with Student t over tasks")
+                         f"episodes joined with Student t over tasks{of}")
     p_raw, how = stats.sign_flip_drop_p(differences)
-    ci = stats.t_interval(differences, alpha)
+    span = _reward_span(pairs)
+    ci = stats.floored_t_interval(differences, alpha, span)
     if len(differences) < stats.fewest_units_for_sign_flip(alpha):
         ci = None
-    elif ci is not None and pairs.env in shipped_reward_ranges():
-        low, high = shipped_reward_ranges()[pairs.env]
-        ci = (max(ci[0], low - high), min(ci[1], high - low))
+    elif ci is not None:
+        ci = (max(ci[0], -span), min(ci[1], span))
     return _Estimate(base_value, cand_value, delta, ci, p_raw,
-                     f"sign-flip test over tasks, {how}; {level} Student t interval over tasks")
+                     f"sign-flip test over tasks, {how}; {level} Student t interval over tasks, "
+                     f"half-width at least {span:g} z^2/(n + z^2)")
 
 
 def _error_reason(pairs: EnvPairs, max_error_rate: float) -> str | None:
@@ -136,9 +166,9 @@ def _judge(pairs: EnvPairs, estimate: _Estimate | None, p_value: float | None, r
                              delta=None, ci=None, p_value=None, p_raw=None, needed_for_margin=None,
                              detail=reason or "", method="", **common)
     e, ci = estimate, estimate.ci
-    needed = None
+    needed = repeats_for_margin = None
     interval = f"the {1 - alpha:.0%} interval [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "no interval"
-    if p_value is not None and p_value < alpha and e.delta < -margin - TOLERANCE:
+    if ci is not None and p_value is not None and p_value < alpha and e.delta < -margin - TOLERANCE:
         verdict = "regressed"
         detail = (f"{pairs.metric} fell by {-e.delta:.3f} over {len(pairs.units)} paired tasks: the drop "
                   f"is significant (p={p_value:.2g} after Holm, alpha {alpha:g}) and larger than the "
@@ -151,7 +181,8 @@ def _judge(pairs: EnvPairs, estimate: _Estimate | None, p_value: float | None, r
     else:
         verdict = "inconclusive"
         needed = None if pairs.baseline_variance is None else stats.tasks_needed(
-            pairs.baseline_variance, pairs.repeats, margin, alpha, binary=pairs.metric == "success")
+            pairs.baseline_variance, pairs.repeats, margin, alpha,
+            binary=pairs.metric == "success" or _zero_one(pairs))
         if ci is None:
             why = (f"{len(pairs.units)} paired task(s) are too few for an interval (an exact test "
                    f"needs {stats.fewest_units_for_sign_flip(alpha)})")
@@ -160,8 +191,18 @@ def _judge(pairs: EnvPairs, estimate: _Estimate | None, p_value: float | None, r
                    f"significant (p={p_value:.2g} after Holm); {interval}")
         else:
             why = f"{interval} reaches below -{margin:g}: a drop larger than the margin is not ruled out"
-        more = (f"; about {needed} paired tasks (at {pairs.repeats} repeat(s)) would settle it"
-                if needed is not None and needed > len(pairs.units) else "")
+        more = ""
+        if margin <= 0:
+            more = ("; no finite sample can show ok at margin 0 (ok needs the whole interval above 0); "
+                    "give a margin > 0 to ask whether a drop is small enough")
+        elif needed is not None and needed > len(pairs.units):
+            more = (f"; about {needed} paired tasks (at {pairs.repeats} repeat(s)) would settle it "
+                    f"(80% chance of ok for an unchanged candidate)")
+            repeats_for_margin = stats.repeats_needed(
+                pairs.baseline_variance or 0.0, pairs.repeats, margin, alpha, len(pairs.units),
+                binary=pairs.metric == "success" or _zero_one(pairs))
+            if repeats_for_margin is not None:
+                more += f", or {repeats_for_margin} repeats of the {len(pairs.units)} tasks"
         detail = why + more
     if pairs.errored:
         detail += (f"; {len(pairs.errored)} episode(s) errored in either run and were left out "
@@ -170,7 +211,7 @@ def _judge(pairs: EnvPairs, estimate: _Estimate | None, p_value: float | None, r
         detail += f"; {pairs.only_base + pairs.only_cand} episode(s) in one run only were left out"
     return EnvComparison(verdict=verdict, base_value=e.base_value, cand_value=e.cand_value, delta=e.delta,
                          ci=ci, p_value=p_value, p_raw=e.p_raw, needed_for_margin=needed, detail=detail,
-                         method=e.method, **common)
+                         method=e.method, repeats_for_margin=repeats_for_margin, **common)
 
 
 def compare_runs(base: str | Path | RunDir, candidate: str | Path | RunDir, *, metric: str = "success",

@@ -2,8 +2,11 @@
 change, Holm's adjustment and the sample size a margin needs.
 
 Every function takes plain numbers (per-task differences, counts of discordant
-keys) and returns plain numbers; scipy and numpy are imported when one runs, never
-at import time. Why these methods, and how well they are calibrated, is in
+keys) and returns plain numbers. No scipy: the normal quantile is the standard
+library's, the binomial tail is summed exactly, roots are found by bisection and
+the t quantile comes from a t distribution function computed here (scipy cost
+the command line ~12 s of start-up for those four numbers). numpy is imported
+when a sign-flip test runs, never at import time. Why these methods, and how well they are calibrated, is in
 docs/compare.md.
 
 Signs: a difference is ``candidate - baseline``, so a drop is negative.
@@ -36,9 +39,16 @@ def mcnemar_drop_p(pass_to_fail: int, fail_to_pass: int) -> float:
     discordant = pass_to_fail + fail_to_pass
     if discordant == 0:
         return 1.0
-    from scipy.stats import binomtest
+    return binomial_upper_tail(pass_to_fail, discordant)
 
-    return float(binomtest(pass_to_fail, discordant, 0.5, alternative="greater").pvalue)
+
+def binomial_upper_tail(k: int, n: int) -> float:
+    """P(X >= k) for X ~ Binomial(n, 1/2), summed exactly in integers and rounded once."""
+    if k <= 0:
+        return 1.0
+    if k > n:
+        return 0.0
+    return sum(math.comb(n, i) for i in range(k, n + 1)) / (1 << n)
 
 
 def _lattice(values: Sequence[float], scales: Sequence[int]) -> list[int] | None:
@@ -107,9 +117,91 @@ def holm(p_values: dict[str, float]) -> dict[str, float]:
 
 
 def _z(alpha: float) -> float:
-    from scipy.stats import norm
+    """The two-sided normal quantile z_{1 - alpha/2}."""
+    from statistics import NormalDist
 
-    return float(norm.ppf(1 - alpha / 2))
+    return NormalDist().inv_cdf(1 - alpha / 2)
+
+
+def bisect_root(f, low: float, high: float, *, xtol: float = 1e-12, max_steps: int = 200) -> float:
+    """A root of ``f`` in [low, high] by bisection; ``f(low)`` and ``f(high)`` must differ in sign."""
+    f_low = f(low)
+    if f_low == 0:
+        return low
+    if (f_low > 0) == (f(high) > 0):
+        raise ValueError(f"bisect_root: f({low!r}) and f({high!r}) have the same sign; give a bracket "
+                         f"whose ends differ in sign")
+    for _ in range(max_steps):
+        mid = (low + high) / 2
+        f_mid = f(mid)
+        if f_mid == 0 or high - low <= xtol:
+            return mid
+        if (f_mid > 0) == (f_low > 0):
+            low, f_low = mid, f_mid
+        else:
+            high = mid
+    return (low + high) / 2
+
+
+def _incomplete_beta_fraction(a: float, b: float, x: float) -> float:
+    """The continued fraction of the regularized incomplete beta function (modified Lentz)."""
+    tiny, c, d = 1e-300, 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 10_000):
+        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
+
+
+def regularized_beta(a: float, b: float, x: float) -> float:
+    """I_x(a, b), the regularized incomplete beta function, for a, b > 0 and x in [0, 1]."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    log_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x)
+                 + b * math.log1p(-x))
+    if x < (a + 1) / (a + b + 2):
+        return math.exp(log_front) * _incomplete_beta_fraction(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _incomplete_beta_fraction(b, a, 1 - x) / b
+
+
+def beta_quantile(q: float, a: float, b: float) -> float:
+    """The ``q`` quantile of Beta(a, b) (``scipy.special.betaincinv(a, b, q)``), by bisection on
+    :func:`regularized_beta`; what a Clopper-Pearson interval needs, without scipy."""
+    if not 0 <= q <= 1:
+        raise ValueError(f"beta_quantile: q must lie in [0, 1], not {q!r}")
+    if q in (0.0, 1.0):
+        return q
+    return bisect_root(lambda x: regularized_beta(a, b, x) - q, 0.0, 1.0, xtol=1e-15)
+
+
+def t_cdf(x: float, df: float) -> float:
+    """Student's t distribution function with ``df`` degrees of freedom."""
+    tail = 0.5 * regularized_beta(df / 2, 0.5, df / (df + x * x))
+    return 1.0 - tail if x > 0 else tail
+
+
+def t_quantile(q: float, df: float) -> float:
+    """The ``q`` quantile of Student's t (0 < q < 1), by bisection on :func:`t_cdf`."""
+    if not 0 < q < 1:
+        raise ValueError(f"t_quantile: q must lie strictly between 0 and 1, not {q!r}")
+    if q == 0.5:
+        return 0.0
+    if q < 0.5:
+        return -t_quantile(1 - q, df)
+    high = 1.0
+    while t_cdf(high, df) < q:
+        high *= 2
+    return bisect_root(lambda x: t_cdf(x, df) - q, 0.0, high, xtol=1e-13)
 
 
 def paired_score_interval(pass_to_fail: int, fail_to_pass: int, n: int, alpha: float) -> tuple[float, float]:
@@ -118,8 +210,6 @@ def paired_score_interval(pass_to_fail: int, fail_to_pass: int, n: int, alpha: f
     with the discordant probabilities re-estimated under "the difference is d", is
     within the normal quantile. Stays inside [-1, 1]; with no discordant pair it is
     +-z^2/(n + z^2) (as wide as Wilson's interval for 0 of n), not a single point."""
-    from scipy.optimize import brentq
-
     b, c, z = pass_to_fail, fail_to_pass, _z(alpha)
     estimate = (c - b) / n
 
@@ -135,9 +225,9 @@ def paired_score_interval(pass_to_fail: int, fail_to_pass: int, n: int, alpha: f
 
     edge = 1e-12
     low = -1.0 if estimate <= -1 + edge or score(-1 + edge) <= z else \
-        brentq(lambda d: score(d) - z, -1 + edge, estimate, xtol=1e-12)
+        bisect_root(lambda d: score(d) - z, -1 + edge, estimate)
     high = 1.0 if estimate >= 1 - edge or score(1 - edge) >= -z else \
-        brentq(lambda d: score(d) + z, estimate, 1 - edge, xtol=1e-12)
+        bisect_root(lambda d: score(d) + z, estimate, 1 - edge)
     return low, high
 
 
@@ -146,11 +236,25 @@ def t_interval(differences: Sequence[float], alpha: float) -> tuple[float, float
     n = len(differences)
     if n < 2:
         return None
-    from scipy.stats import t
-
     mean = math.fsum(differences) / n
     sd = math.sqrt(math.fsum((d - mean) ** 2 for d in differences) / (n - 1))
-    half = float(t.ppf(1 - alpha / 2, n - 1)) * sd / math.sqrt(n)
+    half = t_quantile(1 - alpha / 2, n - 1) * sd / math.sqrt(n)
+    return mean - half, mean + half
+
+
+def floored_t_interval(differences: Sequence[float], alpha: float, span: float) -> tuple[float, float] | None:
+    """The t interval of the mean difference, never narrower than ``span`` times
+    z^2 / (n + z^2) on either side: the half-width the score interval has for a
+    binary outcome with no discordant task. ``span`` is the reward's range. On
+    near-constant rewards the plain t interval collapses to a point (every task
+    tied) and a real drop is "ruled out"; the floor keeps its coverage (measured
+    in benchmarks/gate_calibration.py --reward). None below two tasks."""
+    plain = t_interval(differences, alpha)
+    if plain is None:
+        return None
+    n, z = len(differences), _z(alpha)
+    mean, floor = (plain[0] + plain[1]) / 2, span * z * z / (n + z * z)
+    half = max((plain[1] - plain[0]) / 2, floor)
     return mean - half, mean + half
 
 
@@ -163,19 +267,55 @@ def fewest_units_for_sign_flip(alpha: float) -> int:
 # -- how many tasks a margin needs ---------------------------------------------------------------
 
 
-def tasks_needed(variance_per_episode: float, repeats: int, margin: float, alpha: float, *,
-                 binary: bool) -> int | None:
-    """Paired tasks (each run ``repeats`` times) at which the interval's half-width
-    would drop below ``margin`` when both runs vary like the baseline.
+#: The power the advised size is computed for. The aim is that an unchanged candidate is
+#: judged ``ok`` at least 80% of the time at the advised size; computing for 90% covers
+#: what the formula leaves out (the baseline's variance is itself an estimate, and with
+#: repeats the interval is the lower of two). Measured: gate_calibration.py --needed.
+POWER = 0.90
 
-    ``variance_per_episode``: the baseline's variance of one episode's outcome within
-    a task, averaged over tasks. The half-width is about z * sqrt(2 v / (r n)), so
-    n = 2 z^2 v / (r margin^2). For success (``binary``) the score interval is never
-    narrower than z^2 / (N + z^2) with N = n * r keys, so n is at least
-    z^2 (1 - margin) / (margin r). Never below :func:`fewest_units_for_sign_flip`.
-    """
+
+def tasks_needed(variance_per_episode: float, repeats: int, margin: float, alpha: float, *,
+                 binary: bool, power: float = POWER) -> int | None:
+    """Paired tasks (each run ``repeats`` times) at which an unchanged candidate
+    (both runs varying like the baseline) is judged ``ok`` with probability
+    ``power``: the interval's lower end must clear ``-margin``, so the margin must
+    be (z_{1-alpha/2} + z_{power}) standard errors, with the standard error of the
+    mean paired difference sqrt(2 v / (r n)); n = 2 (z_a + z_p)^2 v / (r margin^2).
+    For success (``binary``) the score interval is never narrower than z^2 / (N + z^2)
+    with N = n * r keys, so n is at least z^2 (1 - margin) / (margin r).
+    Never below :func:`fewest_units_for_sign_flip`.
+
+    None at margin 0: no finite sample can show ``ok`` at margin 0 (the interval
+    always has width, so it cannot lie above a change of exactly 0)."""
+    if margin <= 0:
+        return None
     z, r = _z(alpha), max(1, repeats)
-    needed = 2 * z * z * max(variance_per_episode, 0.0) / (r * margin * margin)
+    z_power = _z(2 * (1 - power))
+    needed = 2 * (z + z_power) ** 2 * max(variance_per_episode, 0.0) / (r * margin * margin)
     if binary:
         needed = max(needed, z * z * (1 - margin) / (margin * r))
     return max(math.ceil(needed - EPS), fewest_units_for_sign_flip(alpha))
+
+
+#: The power the advised repeats of too few tasks are computed for (see :data:`POWER`).
+REPEATS_POWER = POWER
+
+
+def repeats_needed(variance_per_episode: float, repeats: int, margin: float, alpha: float,
+                   available_tasks: int, *, binary: bool) -> int | None:
+    """When :func:`tasks_needed` exceeds the ``available_tasks`` compared, the repeats of
+    those tasks that would decide: paired episodes N = 2 (t_a + t_p)^2 v / margin^2 with
+    t quantiles on (tasks - 1) degrees of freedom (the interval over few tasks is a t
+    interval) at :data:`REPEATS_POWER`, at least the score interval's floor
+    z^2 (1 - margin) / margin for success; repeats = ceil(N / tasks). None when the tasks
+    suffice, at margin 0, or with fewer than two tasks."""
+    needed = tasks_needed(variance_per_episode, repeats, margin, alpha, binary=binary)
+    if needed is None or available_tasks < 2 or needed <= available_tasks:
+        return None
+    df = available_tasks - 1
+    factor = t_quantile(1 - alpha / 2, df) + t_quantile(REPEATS_POWER, df)
+    episodes = 2 * factor * factor * max(variance_per_episode, 0.0) / (margin * margin)
+    if binary:
+        z = _z(alpha)
+        episodes = max(episodes, z * z * (1 - margin) / margin)
+    return max(math.ceil(episodes / available_tasks - EPS), max(1, repeats) + 1)
