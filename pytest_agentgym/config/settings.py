@@ -199,7 +199,7 @@ def _resume_target(values: dict[str, Any], reports: Path) -> tuple[Path | None, 
         raise SettingsError(f"--agentgym-resume: {exc}") from None
     try:
         run_id = RunDir(path).read_info().run_id
-    except (OSError, ValueError, TypeError) as exc:
+    except (OSError, ValueError, TypeError, AttributeError) as exc:  # AttributeError: a JSON list
         raise SettingsError(f"--agentgym-resume={values['resume']}: cannot read {path}/run.json "
                                 f"({exc}); it cannot be resumed, start a new run") from None
     if values["run_id"] and values["run_id"] != run_id:

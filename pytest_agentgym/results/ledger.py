@@ -112,12 +112,16 @@ def final_status(records: Iterable[EpisodeRecord], *, interrupted: bool = False)
     return "finished-with-errors" if scored < len(current) else "finished"
 
 
-def _lock(run_dir: RunDir) -> RunLock:
+#: How a door names its run id option (pytest's; the rollout service passes its own).
+RUN_ID_FLAG = "--agentgym-run-id"
+
+
+def _lock(run_dir: RunDir, run_id_flag: str = RUN_ID_FLAG) -> RunLock:
     try:
         return RunLock(run_dir.path).acquire()
     except RunDirBusy as exc:
-        raise LedgerError(f"{exc}, then resume it with --agentgym-resume={run_dir.path}; or give this run "
-                          f"another --agentgym-run-id") from None
+        resume = f"then resume it with --agentgym-resume={run_dir.path}; or " if run_id_flag == RUN_ID_FLAG else ""
+        raise LedgerError(f"{exc}, {resume}give this run another {run_id_flag}") from None
 
 
 # -- finding a run -----------------------------------------------------------------------
@@ -169,19 +173,25 @@ class RunLedger:
     # -- opening -------------------------------------------------------------------------
 
     @classmethod
-    def new(cls, reports: Path, run_id: str) -> "RunLedger":
-        """A new run, holding its directory's lock; the directory must not hold a run already."""
+    def new(cls, reports: Path, run_id: str, *, run_id_flag: str = RUN_ID_FLAG) -> "RunLedger":
+        """A new run, holding its directory's lock; the directory must not hold a run already.
+        ``run_id_flag``: the option that names the run id, for the refusals' advice."""
         run_dir = RunDir(reports / run_id)
-        lock = _lock(run_dir)
+        lock = _lock(run_dir, run_id_flag)
         if run_dir.run_file.is_file() or run_dir.episodes_file.is_file():
             lock.release()
-            info = settle_crashed(run_dir)
+            try:
+                info = settle_crashed(run_dir)
+                status = info.status if info else "no run.json"
+            except (OSError, ValueError, TypeError, AttributeError) as exc:  # a run.json that cannot be read: still taken
+                status = f"run.json unreadable: {type(exc).__name__}"
             held = len(current_records(run_dir.read_episodes()))
-            status = info.status if info else "no run.json"
             raise LedgerError(
                 f"run id {run_id!r} is taken: {run_dir.path} holds a run ({held} episode(s), "
-                f"status {status}); continue it with --agentgym-resume={run_dir.path}, or pick "
-                f"another id with --agentgym-run-id (or leave it out for a fresh one)"
+                f"status {status}); "
+                + (f"continue it with --agentgym-resume={run_dir.path}, or "
+                   if run_id_flag == RUN_ID_FLAG and "unreadable" not in status else "")
+                + f"pick another id with {run_id_flag} (or leave it out for a fresh one)"
             )
         ledger = cls(run_dir)
         ledger.lock = lock
@@ -196,7 +206,11 @@ class RunLedger:
                               f"of a run to resume")
         lock = _lock(run_dir)
         try:
-            info = settle_crashed(run_dir)
+            try:
+                info = settle_crashed(run_dir)
+            except (OSError, ValueError, TypeError, AttributeError) as exc:
+                raise LedgerError(f"{run_dir.run_file} cannot be read ({type(exc).__name__}: {exc}); the run "
+                                  f"cannot be resumed (its settings are unknown): start a new run") from None
             if info is None:
                 raise LedgerError(f"{path} has episodes but no run.json; it cannot be resumed "
                                   f"(its settings are unknown): start a new run")

@@ -124,7 +124,8 @@ class RolloutService:
         self.stopping = False
         self.interrupted = False
         self.run_id = run_id or "rollouts-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-        self.ledger = RunLedger.new(Path(reports).resolve(), self.run_id)  # LedgerError when the id is taken
+        # LedgerError when the id is taken or its directory is in use
+        self.ledger = RunLedger.new(Path(reports).resolve(), self.run_id, run_id_flag="--run-id")
         self.command = command
         self.env_urls: dict[str, str] = {}
         self.env_errors: dict[str, ErrorInfo] = {}

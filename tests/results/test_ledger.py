@@ -73,3 +73,23 @@ def test_two_records_of_one_episode_and_generation_count_once_and_are_named():
     counted = current_records([first, make_episode("Maze", 1), again])
     assert [(r.task_index, r.outcome) for r in counted] == [(0, "passed"), (1, "passed")]
     assert [(d.key, d.generation) for d in counted.duplicates] == [(("Maze", 0, 0), 1)]
+
+
+@pytest.mark.parametrize("text", ["{}", "[1, 2]", "not json", ""])
+def test_a_run_json_that_cannot_be_read_is_refused_by_name_not_a_crash(tmp_path, text):
+    """A new run on such a directory is told the id is taken; a resume is told why it cannot."""
+    run_dir = tmp_path / "broken"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text(text)
+    with pytest.raises(LedgerError, match=r"run id 'broken' is taken: .*run.json unreadable"):
+        RunLedger.new(tmp_path, "broken")
+    with pytest.raises(LedgerError, match=r"run.json cannot be read .*cannot be resumed"):
+        RunLedger.resume(run_dir)
+
+
+def test_the_rollout_service_is_told_its_own_option(tmp_path):
+    held = RunLedger.new(tmp_path, "busy", run_id_flag="--run-id")
+    with pytest.raises(LedgerError) as refused:
+        RunLedger.new(tmp_path, "busy", run_id_flag="--run-id")
+    assert "give this run another --run-id" in str(refused.value) and "--agentgym" not in str(refused.value)
+    held.release()
