@@ -139,15 +139,7 @@ def load_game(engine: Any, path: Path) -> Any:
 
 def max_engines() -> int:
     """How many games may be open at once (``AGENTGYM_ALFWORLD_MAX_GAMES``, default 32)."""
-    raw = os.environ.get(MAX_GAMES_ENV, str(DEFAULT_MAX_GAMES))
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise SystemExit(f"{MAX_GAMES_ENV}={raw!r}: expected a whole number of games, 1 or more "
-                         f"(default {DEFAULT_MAX_GAMES})")
-    return value
+    return cap_from_env(MAX_GAMES_ENV, DEFAULT_MAX_GAMES, unit="games")
 
 
 class ALFWorldEnvironments:

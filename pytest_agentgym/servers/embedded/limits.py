@@ -37,9 +37,11 @@ CLOSES_LRU = "the least recently used idle environment is closed"
 REFUSES_CREATE = "POST /create is refused until an environment is closed"
 
 
-def cap_from_env(variable: str, default: int, environ: Mapping[str, str] | None = None) -> int:
+def cap_from_env(variable: str, default: int, environ: Mapping[str, str] | None = None, *,
+                 unit: str = "environments") -> int:
     """The cap set by ``variable`` (a whole number >= 1), or ``default`` when it is unset
-    or empty. A bad value stops the server at start-up with a message naming it."""
+    or empty. A bad value stops the server at start-up with a message naming it (and what
+    the cap counts: ``unit``)."""
     raw = (os.environ if environ is None else environ).get(variable, "").strip()
     if not raw:
         return default
@@ -48,7 +50,7 @@ def cap_from_env(variable: str, default: int, environ: Mapping[str, str] | None 
     except ValueError:
         value = 0
     if value < 1:
-        raise SystemExit(f"{variable}={raw!r}: expected a whole number of environments, 1 or more "
+        raise SystemExit(f"{variable}={raw!r}: expected a whole number of {unit}, 1 or more "
                          f"(the most this server keeps open at once; default {default})")
     return value
 
