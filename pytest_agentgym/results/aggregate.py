@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import asdict, dataclass
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from pytest_agentgym.results.records import EpisodeRecord
 
@@ -92,51 +92,18 @@ def wilson_ci95(successes: int, n: int) -> tuple[float, float] | None:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def _binomial_tail(k: int, n: int, p: float, *, upper: bool) -> float:
-    """P(X >= k) (``upper``) or P(X <= k) for X ~ Binomial(n, p), summed in log space so
-    that no term under- or overflows."""
-    if p <= 0.0:
-        return 1.0 if (not upper or k <= 0) else 0.0
-    if p >= 1.0:
-        return 1.0 if (upper or k >= n) else 0.0
-    log_p, log_q, log_n = math.log(p), math.log1p(-p), math.lgamma(n + 1)
-
-    def total(terms: range) -> float:
-        return math.fsum(math.exp(log_n - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_p
-                                  + (n - i) * log_q) for i in terms)
-
-    first, last = (k, n) if upper else (0, k)
-    if last - first <= n // 2:
-        return total(range(first, last + 1))
-    # the shorter sum is the complement's (the tails wanted here are near 2.5%: no precision lost)
-    return 1.0 - (total(range(0, k)) if upper else total(range(k + 1, n + 1)))
-
-
-def _solve(f: "Callable[[float], float]", target: float) -> float:
-    """The p in (0, 1) at which the increasing ``f`` reaches ``target`` (bisection to 1e-12)."""
-    low, high = 0.0, 1.0
-    for _ in range(40):  # 2^-40: about 1e-12
-        middle = (low + high) / 2
-        if f(middle) < target:
-            low = middle
-        else:
-            high = middle
-    return (low + high) / 2
-
-
 def clopper_pearson_ci95(successes: int, n: int) -> tuple[float, float] | None:
-    """The exact (Clopper-Pearson) 95% interval of a proportion; None for n = 0. Its ends
-    are where a binomial tail reaches 2.5%, found by bisection (no scipy: the run's end
-    and ``compare`` stay quick to start)."""
+    """The exact (Clopper-Pearson) 95% interval of a proportion; None for n = 0: beta
+    quantiles, computed without scipy (results/distributions.py: the run's end and
+    ``compare`` stay quick to start)."""
     if n == 0:
         return None
     if not 0 <= successes <= n:
         raise ValueError(f"successes must lie in [0, {n}], not {successes}")
-    k = successes
-    # the lower end: P(X >= k | p) = 0.025, increasing in p; the upper: P(X <= k | p) = 0.025,
-    # decreasing in p (so 1 - it increases)
-    low = 0.0 if k == 0 else _solve(lambda p: _binomial_tail(k, n, p, upper=True), 0.025)
-    high = 1.0 if k == n else _solve(lambda p: 1.0 - _binomial_tail(k, n, p, upper=False), 0.975)
+    from pytest_agentgym.results.distributions import beta_quantile
+
+    low = 0.0 if successes == 0 else beta_quantile(0.025, successes, n - successes + 1)
+    high = 1.0 if successes == n else beta_quantile(0.975, successes + 1, n - successes)
     return low, high
 
 
