@@ -25,9 +25,9 @@ from typing import Iterable
 
 from pytest_agentgym.results.aggregate import shipped_reward_ranges
 from pytest_agentgym.compare import statistics as stats
-from pytest_agentgym.compare.comparison import Comparison, EnvComparison, worst
+from pytest_agentgym.compare.comparison import VERDICTS, Comparison, EnvComparison, worst
 from pytest_agentgym.compare.error import CompareError
-from pytest_agentgym.compare.pairing import METRICS, EnvPairs, pair_env
+from pytest_agentgym.compare.pairing import METRICS, EnvPairs, one_sided_error, pair_env
 from pytest_agentgym.compare.runs import LoadedRun, load_run
 from pytest_agentgym.compare.settings_check import settings_differences
 from pytest_agentgym.config.tasks import describe_keys
@@ -45,6 +45,8 @@ class _Estimate:
     ci: tuple[float, float] | None
     p_raw: float
     method: str
+    #: the p-values the test can attain on these tasks (None: treated as continuous)
+    support: tuple[float, ...] | None = None
 
 
 def _number(value: object, name: str, low: float, high: float, *, open_low: bool = False,
@@ -101,6 +103,19 @@ def _reward_span(pairs: EnvPairs) -> float:
     return max(1.0, max(values) - min(values)) if values else 1.0
 
 
+def _bounds(pairs: EnvPairs) -> tuple[float, float]:
+    """(worst, best) value of the metric: 0 and 1 for success; for the reward the shipped
+    range when known, else the lowest and highest reward either run scored."""
+    if pairs.metric == "success":
+        return 0.0, 1.0
+    if pairs.env in shipped_reward_ranges():
+        low, high = shipped_reward_ranges()[pairs.env]
+        return float(low), float(high)
+    rewards = [r for f in pairs.flips for r in (f.base_reward, f.cand_reward)
+               if r is not None and math.isfinite(r)]
+    return (min(rewards), max(rewards)) if rewards else (0.0, 1.0)
+
+
 def _estimate(pairs: EnvPairs, alpha: float) -> _Estimate:
     base_value, cand_value = pairs.mean(0), pairs.mean(1)
     assert base_value is not None and cand_value is not None
@@ -115,9 +130,9 @@ def _estimate(pairs: EnvPairs, alpha: float) -> _Estimate:
         ci = stats.paired_score_interval(drops, gains, len(pairs.matched), alpha)
         return _Estimate(base_value, cand_value, delta, ci, stats.mcnemar_drop_p(drops, gains),
                          f"exact McNemar ({drops} pass->fail, {gains} fail->pass); "
-                         f"{level} Tango score interval{of}")
+                         f"{level} Tango score interval{of}", stats.mcnemar_support(drops + gains))
     if zero_one:
-        p_raw, how = stats.sign_flip_drop_p(differences, lattice=pairs.repeat_counts)
+        p_raw, how, support = stats.sign_flip_test(differences, lattice=pairs.repeat_counts)
         drops, gains = _discordant(pairs)
         low, high = stats.paired_score_interval(drops, gains, len(pairs.matched), alpha)
         by_task = stats.t_interval(differences, alpha)
@@ -125,8 +140,8 @@ def _estimate(pairs: EnvPairs, alpha: float) -> _Estimate:
             low, high = max(-1.0, min(low, by_task[0])), min(1.0, max(high, by_task[1]))
         return _Estimate(base_value, cand_value, delta, (low, high), p_raw,
                          f"sign-flip test over tasks, {how}; {level} interval: Tango score over "
-                         f"episodes joined with Student t over tasks{of}")
-    p_raw, how = stats.sign_flip_drop_p(differences)
+                         f"episodes joined with Student t over tasks{of}", support)
+    p_raw, how, support = stats.sign_flip_test(differences)
     span = _reward_span(pairs)
     ci = stats.floored_t_interval(differences, alpha, span)
     if len(differences) < stats.fewest_units_for_sign_flip(alpha):
@@ -135,7 +150,7 @@ def _estimate(pairs: EnvPairs, alpha: float) -> _Estimate:
         ci = (max(ci[0], -span), min(ci[1], span))
     return _Estimate(base_value, cand_value, delta, ci, p_raw,
                      f"sign-flip test over tasks, {how}; {level} Student t interval over tasks, "
-                     f"half-width at least {span:g} z^2/(n + z^2)")
+                     f"half-width at least {span:g} z^2/(n + z^2)", support)
 
 
 def _error_reason(pairs: EnvPairs, max_error_rate: float) -> str | None:
@@ -154,6 +169,39 @@ def _error_reason(pairs: EnvPairs, max_error_rate: float) -> str | None:
                 f"{max_error_rate:.1%}; tasks {where}): fix the errors (see each run's logs/) and "
                 f"resume the run that has them with --agentgym-resume")
     return None
+
+
+def _family(pairs: dict[str, EnvPairs], reasons: dict[str, str | None], *, margin: float,
+            alpha: float) -> dict[str, EnvComparison]:
+    """Judge every environment of one comparison: the test and interval of each, the
+    p-values stepped down across them (discrete Holm), then each verdict."""
+    estimates = {env: _estimate(p, alpha) for env, p in pairs.items() if reasons[env] is None}
+    adjusted = stats.discrete_holm({env: e.p_raw for env, e in estimates.items()},
+                                   {env: e.support for env, e in estimates.items()})
+    return {env: _judge(p, estimates.get(env), adjusted.get(env), reasons[env], margin=margin, alpha=alpha)
+            for env, p in pairs.items()}
+
+
+def _errors_decide(recorded: EnvComparison, against: EnvComparison, pairs: EnvPairs) -> EnvComparison:
+    """The verdict when some keys errored in one run and scored in the other. Left out
+    (as recorded), they could hide a drop: the candidate's errors may be the tasks it
+    now fails. So the comparison is also made with each of them counted against the
+    candidate (its errors as its worst score, the baseline's as the best); when that
+    verdict is worse (ok -> inconclusive or regressed, inconclusive -> regressed) the
+    errors decide the verdict, and it is ``error``: play them again (resume)."""
+    if VERDICTS.index(against.verdict) <= VERDICTS.index(recorded.verdict):
+        return recorded
+    keys = [f for f in pairs.flips if one_sided_error(f)]
+    cand_side = sum(1 for f in keys if f.cand == "error")
+    where = describe_keys((f.task_index, f.repeat) for f in keys)
+    interval = f" [{against.ci[0]:.3f}, {against.ci[1]:.3f}]" if against.ci else ""
+    detail = (f"the errors decide the verdict: {len(keys)} episode(s) errored in one run and scored in the "
+              f"other ({cand_side} in the candidate; tasks {where}); left out, the verdict is "
+              f"{recorded.verdict}, counted against the candidate it is {against.verdict} "
+              f"(Δ {against.delta:+.3f}{interval}): resume the run with the errors "
+              f"(--agentgym-resume) to play them again")
+    return dataclasses.replace(recorded, verdict="error", detail=detail, needed_for_margin=None,
+                               repeats_for_margin=None)
 
 
 def _judge(pairs: EnvPairs, estimate: _Estimate | None, p_value: float | None, reason: str | None, *,
@@ -248,10 +296,16 @@ def compare_runs(base: str | Path | RunDir, candidate: str | Path | RunDir, *, m
               "--allow-mismatch (pytest: --agentgym-allow-mismatch)")
     pairs = {env: pair_env(env, base_run.records, cand_run.records, metric) for env in names}
     reasons = {env: _error_reason(p, max_error_rate) for env, p in pairs.items()}
-    estimates = {env: _estimate(p, alpha) for env, p in pairs.items() if reasons[env] is None}
-    adjusted = stats.holm({env: e.p_raw for env, e in estimates.items()})
-    environments = {env: _judge(p, estimates.get(env), adjusted.get(env), reasons[env], margin=margin,
-                                alpha=alpha) for env, p in pairs.items()}
+    environments = _family(pairs, reasons, margin=margin, alpha=alpha)
+    hiding = [env for env, p in pairs.items()
+              if reasons[env] is None and any(one_sided_error(f) for f in p.flips)]
+    if hiding:
+        worst_case = {env: pair_env(env, base_run.records, cand_run.records, metric,
+                                    against_candidate=_bounds(p)) if env in hiding else p
+                      for env, p in pairs.items()}
+        against = _family(worst_case, reasons, margin=margin, alpha=alpha)
+        for env in hiding:
+            environments[env] = _errors_decide(environments[env], against[env], pairs[env])
     return Comparison(base=base_run.given, candidate=cand_run.given, base_run_id=base_run.info.run_id,
                       candidate_run_id=cand_run.info.run_id, metric=metric, margin=margin, alpha=alpha,
                       verdict=worst([e.verdict for e in environments.values()]),

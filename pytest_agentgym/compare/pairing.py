@@ -150,8 +150,14 @@ def _sample_variance(values: Sequence[float]) -> float:
 
 
 def pair_env(env: str, base: Iterable[EpisodeRecord], cand: Iterable[EpisodeRecord],
-             metric: str) -> EnvPairs:
-    """Pair one environment's current records of the two runs."""
+             metric: str, *, against_candidate: tuple[float, float] | None = None) -> EnvPairs:
+    """Pair one environment's current records of the two runs.
+
+    ``against_candidate``: ``(worst, best)`` values of the metric. When given, a key
+    that errored in one run and scored in the other is paired too, counted against
+    the candidate: ``worst`` where the candidate errored, ``best`` where the baseline
+    did (the worst case the errors could hide; see compare_runs). Keys that errored
+    in both runs are left out either way."""
     base_by_key = {(r.task_index, r.repeat): r for r in base if r.env == env}
     cand_by_key = {(r.task_index, r.repeat): r for r in cand if r.env == env}
     flips = []
@@ -165,6 +171,16 @@ def pair_env(env: str, base: Iterable[EpisodeRecord], cand: Iterable[EpisodeReco
             unit = units.setdefault(key[0], ([], []))
             unit[0].append(_value(flip.base, flip.base_reward, metric))
             unit[1].append(_value(flip.cand, flip.cand_reward, metric))
+        elif against_candidate is not None and one_sided_error(flip):
+            worst, best = against_candidate
+            unit = units.setdefault(key[0], ([], []))
+            unit[0].append(best if flip.base == "error" else _value(flip.base, flip.base_reward, metric))
+            unit[1].append(worst if flip.cand == "error" else _value(flip.cand, flip.cand_reward, metric))
     return EnvPairs(env=env, metric=metric, flips=tuple(flips),
                     units={t: (tuple(b), tuple(c)) for t, (b, c) in units.items()},
                     baseline_variance=baseline_variance(list(base_by_key.values()), metric))
+
+
+def one_sided_error(flip: Flip) -> bool:
+    """The key errored in one run and was scored in the other."""
+    return {flip.base, flip.cand} in ({"error", "pass"}, {"error", "fail"})
