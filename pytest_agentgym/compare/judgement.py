@@ -2,12 +2,14 @@
 
 Per environment: pair the keys (:mod:`~pytest_agentgym.compare.pairing`), test
 for a drop and estimate the change with its interval
-(:mod:`~pytest_agentgym.compare.statistics`), adjust the p-values with Holm
-across the environments, and give one of four verdicts:
+(:mod:`~pytest_agentgym.compare.statistics`), adjust the p-values across the
+environments with a step-down for discrete tests (Holm's, charging each
+environment only what its exact test can attain), and give one of four verdicts:
 
 * ``error``: no key was scored in both runs, or the keys that errored in either
-  run exceed the error budget;
-* ``regressed``: the Holm-adjusted p < alpha, delta < -margin and there is an
+  run exceed the error budget, or (within it) the errors decide the verdict: counted
+  against the candidate they would make it worse (:func:`_errors_decide`);
+* ``regressed``: the adjusted p < alpha, delta < -margin and there is an
   interval (never without one: too few tasks give ``inconclusive``);
 * ``ok``: the interval's lower end > -margin (a drop larger than the margin is ruled out);
 * ``inconclusive``: neither; ``needed_for_margin`` says how many paired tasks would do.
