@@ -157,6 +157,8 @@ OPTIONS: tuple[Option, ...] = (
            "the suite's, else success"),
     Option("strict_gates", None, "an inconclusive baseline comparison fails the run too"),
     Option("allow_mismatch", None, "compare with a baseline whose settings differ (the verdict lists them)"),
+    Option("stop_when_decided", None, "stop each environment once its verdicts (the baseline comparison, "
+           "its threshold gates) can no longer change; its tasks are played in a seeded random order"),
     Option("reports", "DIR", "where runs are written", parse_text, "reports"),
     Option("run_id", "ID", "name of this run's directory", parse_run_id, "a timestamp"),
     Option("seed", "N", "sampling seed sent to the model", parse_non_negative_int, "none"),

@@ -57,6 +57,8 @@ class Settings:
     baseline_metric: str | None = None
     strict_gates: bool = False
     allow_mismatch: bool = False
+    #: --agentgym-stop-when-decided: an environment stops once its verdicts are decided
+    stop_when_decided: bool = False
     seed: int | None = None
     no_report: bool = False
     preflight: bool = False
@@ -103,6 +105,11 @@ def resolve(values: Mapping[str, Any], *, rootdir: Path, command: str,
     if resume is not None:
         reports = resume.parent
     shard, run_id = _shard(values, resume, run_id)
+    for given, flag in ((shard, "--agentgym-shard"), (values["queue"], "--agentgym-queue")):
+        if given is not None and values["stop_when_decided"]:
+            raise SettingsError(f"--agentgym-stop-when-decided and {flag} do not go together: deciding an "
+                                f"environment early needs every one of its episodes in one process; drop "
+                                f"{flag} or --agentgym-stop-when-decided")
     run_id = run_id or datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
     if values["sampling"]:
         from pytest_agentgym.model.call_settings import Sampling
@@ -140,6 +147,7 @@ def resolve(values: Mapping[str, Any], *, rootdir: Path, command: str,
         baseline_metric=values["baseline_metric"],
         strict_gates=bool(values["strict_gates"]),
         allow_mismatch=bool(values["allow_mismatch"]),
+        stop_when_decided=bool(values["stop_when_decided"]),
         seed=values["seed"],
         no_report=bool(values["no_report"]),
         preflight=bool(values["preflight"]),

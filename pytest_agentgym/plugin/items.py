@@ -90,6 +90,9 @@ class EpisodeItem(pytest.Item):
         from pytest_agentgym.plugin.stash import RUN_KEY
 
         run = self.config.stash[RUN_KEY]
+        stopped = run.stopped_reason(self)
+        if stopped is not None:  # its environment was decided before this episode began
+            pytest.skip(stopped)
         try:
             record = run.result(self)
         except RunAborted as exc:

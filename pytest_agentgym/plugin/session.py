@@ -72,8 +72,21 @@ class _Session:
         if errors:
             return
         self.run.plan(episodes)
-        if config.stash[SETTINGS_KEY].shard is not None:
+        settings = config.stash[SETTINGS_KEY]
+        if settings.shard is not None:
             self._take_shard(items)
+        if settings.stop_when_decided:
+            self._play_in_seeded_order(items, settings)
+
+    @staticmethod
+    def _play_in_seeded_order(items: list[pytest.Item], settings: Any) -> None:
+        """--agentgym-stop-when-decided: each environment's tasks in their seeded order
+        (--agentgym-seed, else 0: a rerun plays the same order), so any prefix is a
+        random sample of them."""
+        from pytest_agentgym.run.stopping import seeded_order
+
+        seed = settings.seed if settings.seed is not None else 0
+        items[:] = seeded_order(items, lambda i: i.key if isinstance(i, episode_items.EpisodeItem) else None, seed)
 
     def _take_shard(self, items: list[pytest.Item]) -> None:
         """Keep this shard's slice of ``items``; the rest are deselected (pytest's summary counts them)."""
@@ -185,6 +198,11 @@ class ControllerSession(_Session):
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """The start phase, before the header is printed: the endpoint is chosen here
         (under xdist the servers are started too, before the workers start)."""
+        if self.xdist and self.config.stash[SETTINGS_KEY].stop_when_decided:
+            raise pytest.UsageError(
+                "--agentgym-stop-when-decided and pytest-xdist (-n) do not go together: deciding an "
+                "environment early needs every one of its episodes in one process; drop -n or "
+                "--agentgym-stop-when-decided")
         if self.config.option.collectonly:
             return
         if self.xdist:
@@ -213,9 +231,10 @@ class ControllerSession(_Session):
             lines.append(f"agentgym: node {settings.node} skips {names}: not collected. Run them on a node "
                          f"that serves them (--agentgym-node=NAME), or give their servers' URLs in a node "
                          f"profile (envs.overrides.<Name>.url) and take them off its envs.skip list")
-        from pytest_agentgym.run.terminal import sampling_lines
+        from pytest_agentgym.run.terminal import sampling_lines, stop_header_lines
 
         lines.extend(sampling_lines(self.run))
+        lines.extend(stop_header_lines(self.run))
         return lines
 
     # -- pytest-xdist ---------------------------------------------------------------------------
@@ -253,6 +272,20 @@ class ControllerSession(_Session):
             from pytest_agentgym.run.terminal import not_played_lines
 
             for line, markup in not_played_lines(self.run):
+                reporter.write_line(line, **markup)
+        self._show_stops()
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        self._show_stops()
+
+    def _show_stops(self) -> None:
+        """Each environment that stopped early, once, as it happens."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        from pytest_agentgym.run.terminal import stop_line
+
+        for stop in self.run.new_stops():
+            if reporter is not None:
+                line, markup = stop_line(stop)
                 reporter.write_line(line, **markup)
 
     def _after_items(self, session: pytest.Session) -> None:

@@ -150,6 +150,15 @@ def _parse_time(text: str | None) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
+def _stop_lines(stopped_early: dict[str, dict[str, Any]]) -> list[str]:
+    """One sentence per environment that stopped early (run.json's ``stopped_early``)."""
+    lines = []
+    for env, d in stopped_early.items():
+        lines.append(f"{env} stopped after {d.get('episodes')} of {d.get('planned_episodes')} episodes "
+                     f"({d.get('tasks')} of {d.get('planned_tasks')} tasks): {d.get('verdict')}: {d.get('why')}")
+    return lines
+
+
 def _header(info: RunInfo) -> dict[str, Any]:
     start, end = _parse_time(info.started_at), _parse_time(info.ended_at)
     if info.ended_at is None:
@@ -161,7 +170,9 @@ def _header(info: RunInfo) -> dict[str, Any]:
     counts = info.counts or {}
     planned, played = counts.get("planned"), counts.get("episodes", 0)
     stopped = info.status in ("interrupted", "crashed")
-    partial = next((g.get("detail") for g in info.gates if g.get("outcome") == NOT_JUDGED), None)
+    # a gate an early stop left open (--agentgym-stop-when-decided) does not make the run partial
+    partial = next((g.get("detail") for g in info.gates if g.get("outcome") == NOT_JUDGED
+                    and not str(g.get("detail", "")).startswith("stopped early:")), None)
     if partial is None and stopped:  # also a run.json written before gates were left unjudged on a partial run
         partial = f"run {info.status} after {played}" + (f" of {planned}" if planned else "") + " episodes"
     return {
@@ -273,7 +284,9 @@ def page_parts(info: RunInfo, episodes: Sequence[EpisodeRecord], *,
     jinja = environment()
     template = jinja.get_template("report.html.j2")
     return template.generate(
-        info=info, head=_header(info), envs=envs, env_rows=_env_rows(envs, summaries, gates, baseline),
+        info=info, head=_header(info), envs=envs,
+        stops=[redact_text(line) for line in _stop_lines(info.stopped_early)],
+        env_rows=_env_rows(envs, summaries, gates, baseline),
         gates=gates, failed_gates=[g for g in gates if not g.get("passed")],
         baseline_summaries=baseline, baseline_note=baseline_note,
         bars=_bars(envs, summaries), env_charts=_charts(envs, episodes),

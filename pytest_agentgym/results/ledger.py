@@ -88,7 +88,8 @@ def git_commit() -> str | None:
 SNAPSHOT_KEYS = ("node", "envs", "tasks", "repeat", "max_rounds", "episode_timeout", "concurrency",
                  "model", "base_url", "checkpoint", "baseline", "max_drop", "seed", "retries",
                  "nats", "servers_mode", "node_max_rounds", "node_episode_timeout", "sampling",
-                 "max_error_rate", "baseline_metric", "strict_gates", "allow_mismatch")
+                 "max_error_rate", "baseline_metric", "strict_gates", "allow_mismatch",
+                 "stop_when_decided")
 
 
 def settings_snapshot(settings: Any) -> dict[str, Any]:
@@ -165,6 +166,8 @@ class RunLedger:
         self.info: RunInfo | None = None
         #: the run directory's lock, held by the process that writes the run (not by xdist workers)
         self.lock: RunLock | None = None
+        #: what the run being resumed had stopped early (--agentgym-stop-when-decided)
+        self.previous_stopped: dict[str, dict[str, Any]] = {}
 
     @property
     def resuming(self) -> bool:
@@ -224,6 +227,7 @@ class RunLedger:
         current = current_records(run_dir.read_episodes())
         kept = {r.key: r for r in current if r.error is None}
         ledger = cls(run_dir, generation=info.generation + 1, previous=info, kept=kept)
+        ledger.previous_stopped = dict(info.stopped_early)
         ledger.lock = lock
         return ledger
 

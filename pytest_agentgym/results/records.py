@@ -414,6 +414,9 @@ class RunInfo:
     shard: dict[str, Any] | None = None
     #: A run written by ``pytest-agentgym merge``: one entry per shard it joined.
     merged_from: tuple[dict[str, Any], ...] = ()
+    #: The environments that stopped before their last episode (--agentgym-stop-when-decided):
+    #: env -> the decision (``run.stopping.Stop.to_dict()``: verdict, tasks, episodes, why, ...).
+    stopped_early: dict[str, dict[str, Any]] = field(default_factory=dict)
     schema: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -426,6 +429,10 @@ class RunInfo:
         for key in ("environments", "notes", "gates", "resumed_at", "merged_from"):
             if key in kwargs:
                 kwargs[key] = tuple(kwargs[key])
+        if "stopped_early" in kwargs:  # a reader never trips on a hand-edited entry: keep what is well-formed
+            stops = kwargs["stopped_early"]
+            kwargs["stopped_early"] = {str(env): dict(stop) for env, stop in stops.items()
+                                       if isinstance(stop, dict)} if isinstance(stops, dict) else {}
         return cls(**kwargs)
 
 

@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # the environment client (httpx, jinja2) is imported after wa
     # has spawned the servers, where the first episode is made
     from pytest_agentgym.envs.base import EnvAdapter
     from pytest_agentgym.engine.episode import EpisodeRequest
+    from pytest_agentgym.run.stopping import Stop, Stopper
 
 
 class RunAborted(RuntimeError):
@@ -89,6 +90,12 @@ class EvaluationRun:
         self.interrupted_by: str | None = None
         #: why the gates were not judged (the run is partial), or None
         self.partial: str | None = None
+        #: --agentgym-stop-when-decided: decides each environment early (run/stopping.py)
+        self.stopper: Stopper | None = None
+        #: nodeid -> key of the items of each environment, as prepare saw them
+        self._items_by_env: dict[str, dict[str, tuple[str, int, int]]] = {}
+        #: nodeid -> key of the items a stop left unplayed (withdrawn, or never submitted)
+        self._unplayed: dict[str, tuple[str, int, int]] = {}
 
     @property
     def run_dir(self) -> RunDir:
@@ -248,11 +255,78 @@ class EvaluationRun:
         envs = list(dict.fromkeys(i.suite.environment for i in items))
         if not envs:
             return
+        for item in items:
+            self._items_by_env.setdefault(item.suite.environment, {})[item.nodeid] = item.key
         self._begin(envs)
+        if self.settings.stop_when_decided and self.worker is None and self._began:
+            self._start_stopper()
         if self._prefetch:
             for item in items:
-                if self.kept_record(item) is None:
+                if self.kept_record(item) is None and item.nodeid not in self._unplayed:
                     self.submit(item.nodeid, self.request_for(item))
+
+    # -- stopping when decided ----------------------------------------------------------------
+
+    def _start_stopper(self) -> None:
+        """The stopper, fed with the records a resumed run keeps; the stops that run
+        recorded stand, and an environment whose kept records reach a look point is
+        looked at once now, before anything is played."""
+        from pytest_agentgym.run.plans import reward_ranges
+        from pytest_agentgym.run.stopping import Stopper
+
+        baseline = None
+        if self.settings.baseline:
+            from pytest_agentgym.compare import CompareError
+            from pytest_agentgym.compare.runs import load_run
+
+            try:
+                baseline = load_run(self.settings.baseline, "baseline").records
+            except CompareError as exc:  # checked at configure: it changed since
+                raise LedgerError(f"--agentgym-baseline={self.settings.baseline_given}: {exc}") from None
+        self.stopper = Stopper(self.plans, self.planned_keys, baseline=baseline, margin=self.settings.max_drop,
+                               reward_ranges=reward_ranges(self.settings))
+        for key, record in self.ledger.kept.items():
+            if key in self.planned_keys:
+                self.stopper.recorded(record)
+        self.stopper.carry(self.ledger.previous_stopped)
+        for env in self.stopper.stops:
+            self._leave_unplayed(env)
+        for env in list(self._items_by_env):
+            self._look(env)
+
+    def _look(self, env: str) -> None:
+        """After a record of ``env``: look at it; when it stops, take back its episodes
+        that have not begun (those begun finish and are recorded as usual)."""
+        if self.stopper is not None and self.stopper.look(env) is not None:
+            self._leave_unplayed(env)
+
+    def _leave_unplayed(self, env: str) -> None:
+        """Mark ``env``'s items whose episodes have not begun as not to be played."""
+        items = self._items_by_env.get(env, {})
+        engine = self.resources.engine  # never a work queue's: settings refuse the flag with --agentgym-queue
+        for nodeid, key in items.items():
+            if key in self.ledger.kept or nodeid in self._unplayed or (
+                    self.stopper is not None and self.stopper.has_record(key)):
+                continue
+            if engine is None or not engine.submitted(nodeid) or engine.withdraw(nodeid):
+                self._unplayed[nodeid] = key
+
+    def stopped_reason(self, item: Any) -> str | None:
+        """Why ``item`` is not played (its environment stopped before it), or None."""
+        stop = self.stopper.stops.get(item.suite.environment) if self.stopper is not None else None
+        if stop is None or item.nodeid not in self._unplayed:
+            return None
+        from pytest_agentgym.run.stopping import skip_reason
+
+        return skip_reason(stop)
+
+    def new_stops(self) -> list[Stop]:
+        """The stops not shown yet (the plugin shows each once, as it happens)."""
+        return self.stopper.unannounced() if self.stopper is not None else []
+
+    @property
+    def stops(self) -> dict[str, Stop]:
+        return dict(self.stopper.stops) if self.stopper is not None else {}
 
     def read_ahead(self, items: Sequence[Any]) -> None:
         """xdist worker: queue the episodes of ``items`` (the ones queued for this worker,
@@ -274,6 +348,7 @@ class EvaluationRun:
         one at once). Raises :class:`RunAborted` when results cannot be written."""
         kept = self.kept_record(item)
         if kept is not None:
+            self._look(item.suite.environment)
             return kept
         if not self._began:
             self.plan([item])
@@ -281,11 +356,13 @@ class EvaluationRun:
         self._ensure_env(item.suite.environment)
         future = self.submit(item.nodeid, self.request_for(item))
         try:
-            return future.result()
+            record = future.result()
         except OSError as exc:
             raise RunAborted(self.abort_reason or f"{type(exc).__name__}: {exc}") from exc
         finally:
             self._forget(item.nodeid)
+        self._look(item.suite.environment)
+        return record
 
     def _forget(self, key: str) -> None:
         """The record is the caller's now (and on disk): hold no reference to it."""
@@ -346,10 +423,13 @@ class EvaluationRun:
     def _episode_finished(self, record: EpisodeRecord) -> EpisodeRecord:
         """Engine thread: the episode is on disk before anything else happens."""
         try:
-            return self.ledger.append(record)
+            record = self.ledger.append(record)
         except OSError as exc:  # store.ResultsWriteError: says what happened and how to resume
             self.abort_reason = self.abort_reason or str(exc)
             raise
+        if self.stopper is not None:
+            self.stopper.recorded(record)
+        return record
 
     def record_crash(self, nodeid: str, message: str) -> EpisodeRecord | None:
         """Controller: the xdist worker running ``nodeid`` died; write its episode's
@@ -416,9 +496,16 @@ class EvaluationRun:
         if self.settings.shard is not None:
             self.verdicts = []  # a slice says little: the gates are judged on the merged run
         elif self.settings.baseline:
-            extra, self.comparisons = baseline_verdicts(self.settings.baseline, self.run_dir.path,
-                                                        list(self.summaries), self.plans, self.settings)
+            stops = self.stops
+            extra, self.comparisons = baseline_verdicts(
+                self.settings.baseline, self.run_dir.path, [env for env in self.summaries if env not in stops],
+                self.plans, self.settings, alpha=self._final_alpha())
             self.verdicts += extra
+        if self.stopper is not None:
+            from pytest_agentgym.run.stopping import stopped_verdicts
+
+            self.verdicts = stopped_verdicts(self.verdicts, self.stopper.stops, margin=self.settings.max_drop,
+                                             metric_of=lambda env: self.plans[env].baseline_metric)
         self.status = "crashed" if exitstatus == 3 and not interrupted else final_status(
             records, interrupted=interrupted)
         blocked = self.blocked()
@@ -426,15 +513,19 @@ class EvaluationRun:
             self.verdicts = [v.not_judged(f"none of {v.env}'s episodes could be played "
                                           f"({blocked[v.env].type}: see 'agentgym: NOT PLAYED')")
                              if v.env in blocked else v for v in self.verdicts]
-        played = self._played(records)
-        self.partial = ending.partial_reason(self.status, self.abort_reason, played, len(self.planned_keys))
+        expected = self.planned_keys - set(self._unplayed.values())  # a stopped environment's rest is not missing
+        played = self._played(records, expected)
+        self.partial = ending.partial_reason(self.status, self.abort_reason, played, len(expected))
         if self.partial is not None:
             self.verdicts = [v.not_judged(self.partial) for v in self.verdicts]
         counts = run_counts(records, self.verdicts, self.ledger.generation)
         if self.planned_keys:
             counts = {**counts, "planned": len(self.planned_keys)}
+        if self._unplayed:
+            counts = {**counts, "stopped_early": len(self._unplayed)}
         info = dataclasses.replace(self.info, ended_at=_now(), status=self.status, counts=counts,
                                    gates=tuple(v.to_dict() for v in self.verdicts),
+                                   stopped_early=self.stopper.to_dict() if self.stopper is not None else {},
                                    versions=self.resources.versions(),
                                    notes=self.info.notes + (self.resources.fleet.notes() if self.resources.fleet else ())
                                    + tuple(self.resources.endpoint_restarts)
@@ -444,11 +535,19 @@ class EvaluationRun:
         except OSError as exc:
             self.abort_reason = self.abort_reason or f"run.json could not be written: {exc}"
 
-    def _played(self, records: Sequence[EpisodeRecord]) -> int:
-        """How many of the planned episodes have a record (kept ones included)."""
+    def _played(self, records: Sequence[EpisodeRecord], expected: set[tuple[str, int, int]]) -> int:
+        """How many of the ``expected`` episodes have a record (kept ones included)."""
         if not self.planned_keys:
             return len(records)
-        return len({r.key for r in records} & self.planned_keys)
+        return len({r.key for r in records} & expected)
+
+    def _final_alpha(self) -> float:
+        """The alpha of the final baseline comparison: what the interim looks left of 0.05."""
+        if self.stopper is None:
+            return 0.05
+        from pytest_agentgym.compare.sequential import SequentialPlan
+
+        return SequentialPlan(alpha=0.05, margin=self.settings.max_drop).final_alpha
 
     def blocked(self) -> dict[str, ErrorInfo]:
         """The environments none of whose episodes can be played, and why: no model

@@ -93,16 +93,22 @@ def judge_with_ranges(records: Sequence[EpisodeRecord], plans: Mapping[str, EnvP
     return summaries, verdicts
 
 
+def baseline_gate_name(metric: str, margin: float) -> str:
+    """The name of an environment's baseline verdict (also of one decided early)."""
+    return f"baseline {metric}, margin {margin:g}"
+
+
 #: How the comparison's verdicts read as gate outcomes.
 _OUTCOMES = {"ok": "passed", "regressed": "failed", "error": "error", "inconclusive": "inconclusive"}
 
 
 def baseline_verdicts(baseline: str, run_dir: Any, envs: Sequence[str], plans: Mapping[str, EnvPlan],
-                      settings: Any) -> tuple[list[GateVerdict], list[Any]]:
+                      settings: Any, *, alpha: float = 0.05) -> tuple[list[GateVerdict], list[Any]]:
     """The paired comparison of this run with its baseline, one verdict per environment
     both runs hold, and the comparisons made (environments that share a metric and an
     error budget are compared together, Holm-adjusted across them). The settings were
-    checked before the run started, so differences let through are not refused again."""
+    checked before the run started, so differences let through are not refused again.
+    ``alpha``: less than 0.05 when interim looks spent some of it (run/stopping.py)."""
     from pytest_agentgym.compare import CompareError, compare_runs
 
     groups: dict[tuple[str, float], list[str]] = {}
@@ -112,9 +118,9 @@ def baseline_verdicts(baseline: str, run_dir: Any, envs: Sequence[str], plans: M
     verdicts: list[GateVerdict] = []
     comparisons = []
     for (metric, budget), names in groups.items():
-        gate = f"baseline {metric}, margin {settings.max_drop:g}"
+        gate = baseline_gate_name(metric, settings.max_drop)
         try:
-            comparison = compare_runs(baseline, run_dir, metric=metric, margin=settings.max_drop,
+            comparison = compare_runs(baseline, run_dir, metric=metric, margin=settings.max_drop, alpha=alpha,
                                       allow_mismatch=True, max_error_rate=budget, envs=names)
         except CompareError as exc:
             verdicts.extend(GateVerdict(env, gate, None, False, f"cannot compare: {exc}", outcome="error")
@@ -126,6 +132,8 @@ def baseline_verdicts(baseline: str, run_dir: Any, envs: Sequence[str], plans: M
             passed = outcome == "passed" or (outcome == "inconclusive" and not settings.strict_gates)
             verdicts.append(GateVerdict(env, gate, result.delta, passed, result.line(), outcome=outcome))
     return verdicts, comparisons
+
+
 def counts(records: Sequence[EpisodeRecord], verdicts: Sequence[GateVerdict], generation: int) -> dict[str, int]:
     """What run.json's ``counts`` and the final status event hold. ``records``: what the run
     counts (``results.current_records``); ``duplicates`` is how many second records of an

@@ -62,6 +62,30 @@ def sampling_lines(run: Any) -> list[str]:
     return lines
 
 
+def stop_header_lines(run: Any) -> list[str]:
+    """After collection, with --agentgym-stop-when-decided: what can stop each environment."""
+    s = run.settings
+    earlier = sorted(run.ledger.previous_stopped)
+    if not s.stop_when_decided:
+        return [f"agentgym: the run resumed stopped {', '.join(earlier)} early; without "
+                f"--agentgym-stop-when-decided the rest of their episodes are played now"] if earlier else []
+    seed = f"seed {s.seed}" if s.seed is not None else f"run id {s.run_id}"
+    lines = [f"agentgym: stop when decided: each environment's tasks in a random order ({seed}); it stops "
+             f"once its verdicts can no longer change (looked at after 1/4, 1/2 and 3/4 of its tasks)"]
+    never = [env for env, plan in run.plans.items() if not plan.gates and not s.baseline]
+    if never:
+        lines.append(f"agentgym: stop when decided: nothing can stop {', '.join(never)}: no baseline "
+                     f"(--agentgym-baseline) and no gate in its suite; every episode is played")
+    return lines
+
+
+def stop_line(stop: Any) -> Line:
+    """An environment that stopped early (``stop`` is a run/stopping.py Stop)."""
+    decision = stop.decision
+    failing = decision.verdict in ("regressed", "failed")
+    return f"agentgym: STOPPED EARLY: {decision.line}", {"red": failing, "green": not failing, "bold": True}
+
+
 NO_ASSERTION = ("agentgym: no quality assertion: exit 0 means the run completed, not that the model "
                 "is good (give the suites gates or a min_reward; see docs/suites.md)")
 
@@ -124,6 +148,8 @@ def summary_lines(run: Any) -> list[Line]:
         lines.append((f"{v.word}: {v.env} {v.gate}: {v.detail}",
                       {"green": v.outcome == "passed", "yellow": v.outcome in ("inconclusive", "not-judged"),
                        "red": v.outcome in ("failed", "error")}))
+    for stop in getattr(run, "stops", {}).values():
+        lines.append(stop_line(stop))
     shard = (run.info.shard or {}) if run.info else {}
     if shard:
         root = run.run_dir.path.parent

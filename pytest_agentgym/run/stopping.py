@@ -1,0 +1,286 @@
+"""``--agentgym-stop-when-decided``: when an environment stops, and what it then skips.
+
+The statistics are compare/sequential.py's; this module holds the bookkeeping of
+one run around them, without pytest:
+
+* :func:`seeded_order` puts each environment's items in :func:`play_order`, so that
+  the tasks played at any point are a random sample of the planned ones;
+* a :class:`Stopper` collects the records of each environment as they are written
+  (any thread), and at each *look* (:meth:`Stopper.look`, on the thread that reports
+  the items) decides its verdicts: the baseline comparison
+  (:func:`decide_against_baseline`) and each threshold gate (:func:`gate_decided`).
+  An environment stops when one verdict is decided failing or all are decided
+  passing; its :class:`Decision` is kept, with which verdicts were decided how;
+* at the end, :func:`stopped_verdicts` turns the verdicts of a stopped environment
+  into what they were decided as, and those still open into ``not-judged``.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
+
+from pytest_agentgym.compare.sequential import (Decision, SequentialPlan, completed_tasks,
+                                                decide_against_baseline, gate_decided, play_order)
+from pytest_agentgym.results.gates import TOLERANCE, Gate, GateVerdict
+from pytest_agentgym.results.records import EpisodeRecord
+from pytest_agentgym.run.plans import baseline_gate_name
+
+Key = tuple[str, int, int]
+T = TypeVar("T")
+
+#: The prefix of a skipped item's reason and of a still-open verdict's detail.
+STOPPED = "stopped early"
+#: The significance level of the whole run's baseline comparison (that of compare_runs).
+ALPHA = 0.05
+
+
+def seeded_order(items: Sequence[T], key_of: Callable[[T], Key | None], seed: int | str) -> list[T]:
+    """``items`` with each environment's items in :func:`play_order` of its tasks (all
+    repeats of a task together, in repeat order). Each environment keeps the positions
+    its items had, so the other environments' items (and anything that is not an
+    episode: ``key_of`` gives None) stay where they were."""
+    slots: dict[str, list[int]] = {}
+    by_env: dict[str, list[T]] = {}
+    for position, item in enumerate(items):
+        key = key_of(item)
+        if key is not None:
+            slots.setdefault(key[0], []).append(position)
+            by_env.setdefault(key[0], []).append(item)
+    ordered = list(items)
+    for env, env_items in by_env.items():
+        rank = {task: n for n, task in enumerate(play_order((key_of(i)[1] for i in env_items), seed))}
+        env_items = sorted(env_items, key=lambda i: (rank[key_of(i)[1]], key_of(i)[2]))
+        for position, item in zip(slots[env], env_items):
+            ordered[position] = item
+    return ordered
+
+
+@dataclass
+class EnvWatch:
+    """What the stopper knows of one environment."""
+
+    env: str
+    #: task -> planned repeats
+    planned: dict[int, int]
+    gates: tuple[Gate, ...]
+    max_error_rate: float
+    #: [low, high] of one episode's reward (None: the mean reward cannot be bounded)
+    reward_range: tuple[float, float] | None
+    records: dict[tuple[int, int], EpisodeRecord] = field(default_factory=dict)
+    used_points: set[int] = field(default_factory=set)
+
+    @property
+    def planned_episodes(self) -> int:
+        return sum(self.planned.values())
+
+
+@dataclass(frozen=True)
+class Stop:
+    """A stopped environment: its decision, and which verdicts (by gate name) were
+    decided passing (True) or failing (False), each with its sentence; the rest were
+    still open."""
+
+    decision: Decision
+    decided: dict[str, bool]
+    whys: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """run.json's entry: the Decision's, and each decided verdict with its sentence."""
+        return {**self.decision.to_dict(), "decided": {
+            name: {"passed": passed, "why": self.whys.get(name, "")} for name, passed in self.decided.items()}}
+
+    @classmethod
+    def from_dict(cls, env: str, data: Mapping[str, Any]) -> "Stop":
+        decision = Decision(env, str(data["verdict"]), int(data["tasks"]), int(data["episodes"]),
+                            int(data["planned_tasks"]), int(data["planned_episodes"]), str(data["why"]))
+        decided = {str(k): v for k, v in (data.get("decided") or {}).items() if isinstance(v, Mapping)}
+        return cls(decision, {k: bool(v.get("passed")) for k, v in decided.items()},
+                   {k: str(v.get("why", "")) for k, v in decided.items()})
+
+
+class Stopper:
+    """Decides, environment by environment, whether the rest of its episodes can change
+    its verdicts. ``baseline``: the baseline's records (None without a baseline)."""
+
+    def __init__(self, plans: Mapping[str, Any], planned_keys: Iterable[Key], *,
+                 baseline: Sequence[EpisodeRecord] | None, margin: float,
+                 reward_ranges: Mapping[str, tuple[float, float]]) -> None:
+        self._lock = threading.Lock()
+        self.baseline = list(baseline) if baseline is not None else None
+        self.margin = margin
+        planned: dict[str, dict[int, int]] = {}
+        for env, task, _repeat in planned_keys:
+            planned.setdefault(env, {}).setdefault(task, 0)
+            planned[env][task] += 1
+        self.watches = {env: EnvWatch(env, tasks, tuple(plans[env].gates), plans[env].max_error_rate,
+                                      reward_ranges.get(env)) for env, tasks in planned.items() if env in plans}
+        self._metric = {env: plans[env].baseline_metric for env in self.watches}
+        self._base_envs = {r.env for r in self.baseline} if self.baseline is not None else set()
+        self._families = self._baseline_families(plans)
+        self.stops: dict[str, Stop] = {}
+        self._announced: set[str] = set()
+
+    def _baseline_families(self, plans: Mapping[str, Any]) -> dict[str, int]:
+        """env -> how many environments its final baseline comparison holds (those the
+        baseline holds, sharing its metric and error budget)."""
+        groups: dict[tuple[str, float], list[str]] = {}
+        for env in self.watches:
+            if env in self._base_envs:
+                groups.setdefault((plans[env].baseline_metric, plans[env].max_error_rate), []).append(env)
+        return {env: len(names) for names in groups.values() for env in names}
+
+    # -- what can stop ---------------------------------------------------------------------
+
+    def compared(self, env: str) -> bool:
+        """Whether ``env`` has a baseline verdict (the baseline holds it)."""
+        return env in self._families
+
+    def can_stop(self, env: str) -> bool:
+        """Whether anything can decide ``env`` early: a baseline verdict or a gate."""
+        watch = self.watches.get(env)
+        return watch is not None and (self.compared(env) or bool(watch.gates))
+
+    def plan(self, env: str) -> SequentialPlan:
+        return SequentialPlan(alpha=ALPHA, margin=self.margin, n_envs=self._families.get(env, 1))
+
+    # -- the records ------------------------------------------------------------------------
+
+    def recorded(self, record: EpisodeRecord) -> None:
+        """A record was written (any thread): the next look counts it."""
+        watch = self.watches.get(record.env)
+        if watch is not None and record.task_index in watch.planned:
+            with self._lock:
+                watch.records[(record.task_index, record.repeat)] = record
+
+    def has_record(self, key: Key) -> bool:
+        """Whether the episode ``key`` has a record this run counts."""
+        watch = self.watches.get(key[0])
+        with self._lock:
+            return watch is not None and (key[1], key[2]) in watch.records
+
+    def carry(self, stops: Mapping[str, Mapping[str, Any]]) -> None:
+        """The stops an earlier generation of a resumed run recorded: they stand."""
+        for env, data in stops.items():
+            if env in self.watches:
+                self.stops[env] = Stop.from_dict(env, data)
+                self._announced.add(env)
+
+    # -- the looks ----------------------------------------------------------------------------
+
+    def look(self, env: str) -> Stop | None:
+        """Look at ``env`` when its completed tasks have reached a look point not used yet
+        (points passed together give one look); returns its new :class:`Stop`, if any."""
+        watch = self.watches.get(env)
+        if watch is None or env in self.stops or not self.can_stop(env):
+            return None
+        with self._lock:
+            records = list(watch.records.values())
+        done = completed_tasks(records, watch.planned)
+        plan = self.plan(env)
+        reached = [p for p in plan.look_points(len(watch.planned)) if p <= len(done) and p not in watch.used_points]
+        if not reached:
+            return None
+        watch.used_points.update(reached)
+        stop = self._decide(watch, plan, records, done)
+        if stop is not None:
+            self.stops[env] = stop
+        return stop
+
+    def _decide(self, watch: EnvWatch, plan: SequentialPlan, records: list[EpisodeRecord],
+                done: list[int]) -> Stop | None:
+        decided: dict[str, bool] = {}
+        whys: dict[str, str] = {}
+        open_names: list[str] = []
+        if self.compared(watch.env):
+            name = baseline_gate_name(self._metric[watch.env], self.margin)
+            found = decide_against_baseline(watch.env, self.baseline or [], records, done, plan,
+                                            metric=self._metric[watch.env], max_error_rate=watch.max_error_rate)
+            if found is None:
+                open_names.append(name)
+            else:
+                decided[name], whys[name] = found[0] == "ok", found[1]
+        for gate in watch.gates:
+            found_gate = self._gate(watch, gate, records)
+            if found_gate is None:
+                open_names.append(str(gate))
+            else:
+                decided[str(gate)], whys[str(gate)] = found_gate
+        failing = [name for name, passes in decided.items() if not passes]
+        if not failing and open_names:
+            return None
+        names = failing[:1] or list(decided)
+        verdict = self._verdict(names, passing=not failing)
+        why = "; ".join(whys[n] for n in names)
+        return Stop(Decision(watch.env, verdict, len(done), len(records), len(watch.planned),
+                             watch.planned_episodes, why), decided, whys)
+
+    def _verdict(self, names: list[str], *, passing: bool) -> str:
+        baseline = any(n.startswith("baseline ") for n in names)
+        if passing:
+            return "ok" if baseline else "passed"
+        return "regressed" if baseline else "failed"
+
+    def _gate(self, watch: EnvWatch, gate: Gate, records: list[EpisodeRecord]) -> tuple[bool, str] | None:
+        """Whether ``gate`` is decided on ``records``, and the sentence that says so."""
+        errors = sum(1 for r in records if r.error is not None)
+        if not records or errors / len(records) > watch.max_error_rate + TOLERANCE:
+            return None
+        scored = [r for r in records if r.error is None and r.reward is not None]
+        if gate.metric == "success_rate":
+            values, low, high = [1.0 if r.success else 0.0 for r in scored], 0.0, 1.0
+        elif watch.reward_range is not None:
+            values, (low, high) = [float(r.reward) for r in scored], watch.reward_range
+        else:
+            return None
+        remaining = max(0, watch.planned_episodes - len(records))
+        passes = gate_decided(gate, values, remaining, low, high)
+        if passes is None:
+            return None
+        value = sum(values) / len(values)
+        return passes, (f"{gate} {'passed' if passes else 'failed'}: {gate.metric} = {value:.3f} over "
+                        f"{len(values)} scored episodes, and no score of the {remaining} left can change it")
+
+    # -- what the plugin shows ------------------------------------------------------------------
+
+    def unannounced(self) -> list[Stop]:
+        """Stops not yet shown (each once)."""
+        new = [stop for env, stop in self.stops.items() if env not in self._announced]
+        self._announced.update(stop.decision.env for stop in new)
+        return new
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        """run.json's ``stopped_early``."""
+        return {env: stop.to_dict() for env, stop in self.stops.items()}
+
+
+def skip_reason(stop: Stop) -> str:
+    """Why a stopped environment's item was not played."""
+    return f"{STOPPED}: {stop.decision.line}"
+
+
+def stopped_verdicts(verdicts: Sequence[GateVerdict], stops: Mapping[str, Stop], *,
+                     metric_of: Callable[[str], str], margin: float) -> list[GateVerdict]:
+    """The verdicts of a run with stopped environments: a stopped environment's gates as
+    judged on its played episodes when they were decided (which gives the decided
+    outcome), its baseline verdict as decided, and what was still open ``not-judged``."""
+    out: list[GateVerdict] = []
+    for verdict in verdicts:
+        stop = stops.get(verdict.env)
+        if stop is None or verdict.gate in stop.decided:
+            out.append(verdict)
+        else:
+            out.append(verdict.not_judged(f"{STOPPED}: {_decider(stop)} decided it"))
+    for env, stop in stops.items():
+        name = baseline_gate_name(metric_of(env), margin)
+        if name in stop.decided:
+            passed = stop.decided[name]
+            out.append(GateVerdict(env, name, None, passed, stop.whys.get(name) or stop.decision.why,
+                                   outcome="passed" if passed else "failed"))
+    return out
+
+
+def _decider(stop: Stop) -> str:
+    failing = [name for name, passes in stop.decided.items() if not passes]
+    return f"'{failing[0]}'" if failing else "the other verdicts"
