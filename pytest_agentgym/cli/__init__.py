@@ -294,14 +294,9 @@ def _internal_error(command: str, run: Callable[[], int]) -> int:
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # noqa: BLE001 - the last line of defence of a gating command
-        where = ""
-        tb = exc.__traceback__
-        while tb is not None and tb.tb_next is not None:
-            tb = tb.tb_next
-        if tb is not None:
-            where = f" at {Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno}"
-        text = " ".join(str(exc).split()) or "(no message)"
-        print(f"pytest-agentgym {command}: internal error: {type(exc).__name__}{where}: {text}; "
+        from pytest_agentgym.compare.error import describe_internal_error
+
+        print(f"pytest-agentgym {command}: internal error: {describe_internal_error(exc)}; "
               f"this is a bug in pytest-agentgym, not a verdict (exit 2): please report it with the "
               f"command line", file=sys.stderr)
         return 2

@@ -321,6 +321,8 @@ class ControllerSession(_Session):
             self._report_gates(session)
         if self.run.blocked() and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             session.exitstatus = NOT_PLAYED_EXIT  # infrastructure: not a verdict on the model
+        if self.run.internal_error and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR  # a bug: not a verdict on the model
         result = yield
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:

@@ -70,6 +70,8 @@ class EvaluationRun:
         #: notices of the start (NATS/JetStream), for the plugin to show once per machine
         self.start_notices: list = []
         self.abort_reason: str | None = None
+        #: an exception the end of the run did not expect (the baseline comparison's), told in one line
+        self.internal_error: str | None = None
         self._adapters: dict[str, EnvAdapter] = {}
         self._rules: RequestRules | None = None
         self._began = False
@@ -496,10 +498,12 @@ class EvaluationRun:
         if self.settings.shard is not None:
             self.verdicts = []  # a slice says little: the gates are judged on the merged run
         elif self.settings.baseline:
-            stops = self.stops
-            extra, self.comparisons = baseline_verdicts(
-                self.settings.baseline, self.run_dir.path, [env for env in self.summaries if env not in stops],
-                self.plans, self.settings, alpha=self._final_alpha())
+            compared = [env for env in self.summaries if env not in self.stops]
+            try:
+                extra, self.comparisons = baseline_verdicts(self.settings.baseline, self.run_dir.path, compared,
+                                                            self.plans, self.settings, alpha=self._final_alpha())
+            except Exception as exc:  # noqa: BLE001 - a bug must not read as "regressed" (exit 1)
+                extra = self._comparison_crashed(exc, compared)
             self.verdicts += extra
         if self.stopper is not None:
             from pytest_agentgym.run.stopping import stopped_verdicts
@@ -540,6 +544,19 @@ class EvaluationRun:
         if not self.planned_keys:
             return len(records)
         return len({r.key for r in records} & expected)
+
+    def _comparison_crashed(self, exc: Exception, envs: Sequence[str]) -> list[GateVerdict]:
+        """The baseline comparison raised what no rule expected: each environment's baseline
+        gate is an error that says so, and the run exits as pytest's internal error (3),
+        never 1, which CI reads as a regression (see :attr:`internal_error`)."""
+        from pytest_agentgym.compare.error import describe_internal_error
+        from pytest_agentgym.run.plans import baseline_gate_name
+
+        self.internal_error = (f"internal error in the baseline comparison: {describe_internal_error(exc)}; "
+                               f"this is a bug in pytest-agentgym, not a verdict on the model: please report it")
+        return [GateVerdict(env, baseline_gate_name(self.plans[env].baseline_metric if env in self.plans
+                                                    else "success", self.settings.max_drop),
+                            None, False, self.internal_error, outcome="error") for env in envs]
 
     def _final_alpha(self) -> float:
         """The alpha of the final baseline comparison: what the interim looks left of 0.05."""

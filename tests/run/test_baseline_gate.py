@@ -116,3 +116,29 @@ def test_a_baseline_run_differently_is_refused_with_the_list_unless_allowed(pyte
     notes = json.loads((pytester.path / "reports" / "other" / "run.json").read_text())["notes"]
     assert any(n.startswith("compared with baseline") and "max_rounds" in n for n in notes)
     assert len(episodes(pytester, "other")) == 20
+
+
+def test_a_crash_inside_the_comparison_exits_3_with_one_line_not_1(pytester):
+    """A bug in the comparison (an exception no rule expected, here a ZeroDivisionError
+    raised from inside compare_runs) must not read as a regression to CI: each baseline
+    gate is an error that names it, run.json keeps it, and pytest exits 3 (internal error)."""
+    node = project(pytester)
+    assert run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-run-id=base").ret == 0
+    pytester.makeconftest("""
+        import pytest_agentgym.compare.judgement as judgement
+
+        def _broken(*args, **kwargs):
+            raise ZeroDivisionError("float division by zero")
+
+        judgement._estimate = _broken
+    """)
+    cand = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-run-id=cand",
+               "--agentgym-baseline=base")
+    assert cand.ret == pytest.ExitCode.INTERNAL_ERROR
+    cand.stdout.fnmatch_lines(["GATE ERROR: Maze baseline success, margin 0.05: internal error in the baseline "
+                               "comparison: ZeroDivisionError at conftest.py:*: float division by zero; this is a "
+                               "bug in pytest-agentgym, not a verdict on the model*"])
+    assert "Traceback" not in cand.stdout.str() + cand.stderr.str()
+    gates = json.loads((pytester.path / "reports" / "cand" / "run.json").read_text())["gates"]
+    assert {g["env"]: g["outcome"] for g in gates if g["gate"].startswith("baseline")} == {"Maze": "error",
+                                                                                           "Wordle": "error"}
