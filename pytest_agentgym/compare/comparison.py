@@ -11,6 +11,8 @@ from typing import Any
 
 from pytest_agentgym.compare.pairing import Flip
 
+#: How the detail of an ``inconclusive`` verdict that errored keys leave open begins.
+ERRORS_OPEN = "the errors leave it open"
 #: Verdicts from best to worst; a comparison's verdict is its worst environment's.
 VERDICTS = ("ok", "inconclusive", "regressed", "error")
 
@@ -69,7 +71,9 @@ class EnvComparison:
             figures = f"{self.base_value:.2f} -> {self.cand_value:.2f}, Δ {self.delta:+.2f}{interval}, {n}, {p}"
         line = f"{head}{figures} -> {self.verdict.upper()} (margin {self.margin:g})"
         if self.verdict == "inconclusive":
-            if self.margin <= 0:
+            if self.detail.startswith(ERRORS_OPEN):
+                line += f" (the {self.n_errors} errored episode(s) leave it open: resume to play them)"
+            elif self.margin <= 0:
                 line += " (no finite sample can show ok at margin 0)"
             elif self.needed_for_margin is not None and self.needed_for_margin > self.n_tasks:
                 line += f" (needs about {self.needed_for_margin} tasks" + (

@@ -8,7 +8,8 @@ environment only what its exact test can attain), and give one of four verdicts:
 
 * ``error``: no key was scored in both runs, or the keys that errored in either
   run exceed the error budget, or (within it) the errors decide the verdict: counted
-  against the candidate they would make it worse (:func:`_errors_decide`);
+  against the candidate they would make it ``regressed`` (:func:`_errors_decide`; an
+  ``ok`` they could turn into a possible drop is ``inconclusive``);
 * ``regressed``: the adjusted p < alpha, delta < -margin and there is an
   interval (never without one: too few tasks give ``inconclusive``);
 * ``ok``: the interval's lower end > -margin (a drop larger than the margin is ruled out);
@@ -27,7 +28,7 @@ from typing import Iterable
 
 from pytest_agentgym.results.aggregate import shipped_reward_ranges
 from pytest_agentgym.compare import statistics as stats
-from pytest_agentgym.compare.comparison import VERDICTS, Comparison, EnvComparison, worst
+from pytest_agentgym.compare.comparison import ERRORS_OPEN, VERDICTS, Comparison, EnvComparison, worst
 from pytest_agentgym.compare.error import CompareError
 from pytest_agentgym.compare.pairing import METRICS, EnvPairs, one_sided_error, pair_env
 from pytest_agentgym.compare.runs import LoadedRun, load_run
@@ -188,21 +189,24 @@ def _errors_decide(recorded: EnvComparison, against: EnvComparison, pairs: EnvPa
     """The verdict when some keys errored in one run and scored in the other. Left out
     (as recorded), they could hide a drop: the candidate's errors may be the tasks it
     now fails. So the comparison is also made with each of them counted against the
-    candidate (its errors as its worst score, the baseline's as the best); when that
-    verdict is worse (ok -> inconclusive or regressed, inconclusive -> regressed) the
-    errors decide the verdict, and it is ``error``: play them again (resume)."""
+    candidate (its errors as its worst score, the baseline's as the best), and the
+    verdict is never better than that one: an ``ok`` that the errors could turn into a
+    possible drop is ``inconclusive``; a verdict they could turn into ``regressed`` is
+    ``error`` (errors are no evidence of a regression, but they stand in the way of a
+    pass). Either way the detail says which keys and how to play them again."""
     if VERDICTS.index(against.verdict) <= VERDICTS.index(recorded.verdict):
         return recorded
     keys = [f for f in pairs.flips if one_sided_error(f)]
     cand_side = sum(1 for f in keys if f.cand == "error")
     where = describe_keys((f.task_index, f.repeat) for f in keys)
     interval = f" [{against.ci[0]:.3f}, {against.ci[1]:.3f}]" if against.ci else ""
-    detail = (f"the errors decide the verdict: {len(keys)} episode(s) errored in one run and scored in the "
-              f"other ({cand_side} in the candidate; tasks {where}); left out, the verdict is "
-              f"{recorded.verdict}, counted against the candidate it is {against.verdict} "
-              f"(Δ {against.delta:+.3f}{interval}): resume the run with the errors "
+    verdict = "error" if against.verdict == "regressed" else "inconclusive"
+    detail = (f"{'the errors decide the verdict' if verdict == 'error' else ERRORS_OPEN}: {len(keys)} "
+              f"episode(s) errored in one run and scored in the other ({cand_side} in the candidate; tasks "
+              f"{where}); left out, the verdict is {recorded.verdict}, counted against the candidate it is "
+              f"{against.verdict} (Δ {against.delta:+.3f}{interval}): resume the run with the errors "
               f"(--agentgym-resume) to play them again")
-    return dataclasses.replace(recorded, verdict="error", detail=detail, needed_for_margin=None,
+    return dataclasses.replace(recorded, verdict=verdict, detail=detail, needed_for_margin=None,
                                repeats_for_margin=None)
 
 

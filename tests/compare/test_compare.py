@@ -276,8 +276,8 @@ def test_errors_above_the_budget_make_an_error_verdict_and_below_it_are_named(tm
         comparison.lines()[0]
     # within the budget, but on two tasks the baseline solved: counted as failures of the
     # candidate they leave a drop of more than the margin possible, so they decide the verdict
-    assert maze.verdict == "error" and (maze.n_errors, maze.n_matched) == (2, 98)
-    assert ("the errors decide the verdict: 2 episode(s) errored in one run and scored in the other "
+    assert maze.verdict == "inconclusive" and (maze.n_errors, maze.n_matched) == (2, 98)
+    assert ("the errors leave it open: 2 episode(s) errored in one run and scored in the other "
             "(2 in the candidate; tasks 3, 9); left out, the verdict is ok, counted against the "
             "candidate it is inconclusive") in maze.detail
     wide = compare_runs(base, cand, margin=0.1).environments["Maze"]
@@ -285,6 +285,7 @@ def test_errors_above_the_budget_make_an_error_verdict_and_below_it_are_named(tm
     assert "2 episode(s) errored in either run and were left out (tasks 3, 9)" in wide.detail
     # inside a 12% budget the ten errors are not too many, but they are what the verdict hangs on
     within = compare_runs(base, cand, max_error_rate=0.12).environments["BabyAI"]
+    # (counted as failures, the ten would be a significant drop beyond the margin)
     assert within.verdict == "error" and within.detail.startswith("the errors decide the verdict: 10 ")
 
 
