@@ -9,12 +9,13 @@ share of alpha; when it is decided the environment stops, and the rest of its
 episodes are not played. The looks spend alpha by a union bound (a Bonferroni
 split over the looks, in the manner of Haybittle and Peto): each interim look may
 call a regression at ``alpha * share / m`` (``m`` environments compared together)
-and ``ok`` with an interval whose lower end errs with chance ``alpha * share``;
+and ``ok`` with an interval whose lower end errs with chance ``alpha * share / 2``;
 the final comparison of the environments that played to the end uses what is
-left, ``alpha * (1 - 2 * looks * share)``. However the looks fall, the chance of
-a false alarm over the whole run stays at most alpha, and the chance of a wrong
-``ok`` at most alpha / 2, as for the fixed-size comparison; the price is the
-slightly smaller final alpha. Measured: benchmarks/gate_calibration.py --sequential.
+left, ``alpha * (1 - looks * share)`` (0.047 at alpha 0.05). However the looks
+fall, the chance of a false alarm over the whole run stays at most alpha, and the
+chance of a wrong ``ok`` at most alpha / 2, as for the fixed-size comparison; the
+price is the slightly smaller final alpha. Measured:
+benchmarks/gate_calibration.py --sequential.
 
 A threshold gate (``success_rate >= 0.8``) is decided exactly, with no
 statistics (:func:`gate_decided`): when no score of the episodes left could
@@ -36,7 +37,8 @@ from pytest_agentgym.results.records import EpisodeRecord
 
 #: The interim looks, as fractions of an environment's planned tasks.
 LOOKS = (0.25, 0.5, 0.75)
-#: The share of alpha each interim look spends on each side (regressed, ok).
+#: The share of alpha each interim look spends: on a regression (one-sided), and on an
+#: ``ok`` (its two-sided interval, so half of it on the side that matters).
 SHARE = 0.02
 
 
@@ -58,13 +60,16 @@ class SequentialPlan:
 
     @property
     def ok_alpha(self) -> float:
-        """The two-sided level of the interval an interim look needs above -margin."""
-        return 2 * self.alpha * self.share
+        """The two-sided level of the interval an interim look needs above -margin (its
+        lower end errs with chance half of it)."""
+        return self.alpha * self.share
 
     @property
     def final_alpha(self) -> float:
-        """The alpha of the final comparison of the environments that played to the end."""
-        return self.alpha * (1 - 2 * len(self.looks) * self.share)
+        """The alpha of the final comparison of the environments that played to the end:
+        what the looks left on the regression side (alpha - looks * alpha * share), which
+        also leaves the final interval's lower end alpha / 2 minus what the looks spent."""
+        return self.alpha * (1 - len(self.looks) * self.share)
 
     def look_points(self, planned_tasks: int) -> tuple[int, ...]:
         """The numbers of completed tasks at which an environment of ``planned_tasks`` is
