@@ -9,7 +9,8 @@ episodes succeed with p, the candidate's with max(p - drop, 0), independently.
 Per cell it prints the share of pairs judged ``regressed`` (at drop 0 the
 false-alarm rate, else the power) and ``ok``, next to two references on the
 same data: an exact McNemar test (scipy.stats.binomtest on the discordant
-episodes, one-sided, same alpha, Holm across the battery's environments) and
+episodes, one-sided, same alpha, plain Holm across the battery's environments, where
+compare_runs steps down with its discrete Holm) and
 the OLD gate (unpaired means: ``mean_cand < mean_base - 0.05`` in any environment);
 and, for single environments, how often the interval's lower end lies above the
 true change (calibrated: at most alpha / 2 = 2.5%).
@@ -21,9 +22,21 @@ true change (calibrated: at most alpha / 2 = 2.5%).
                                                                 # continuous; 5/6/25/100 tasks)
     python benchmarks/gate_calibration.py --needed --sims 300   # does "needs about N tasks" decide at N
     python benchmarks/gate_calibration.py --strict --sims 300 [--strict-repeats 10]   # --strict on a battery
+    python benchmarks/gate_calibration.py --holm --sims 1000    # plain Holm against the discrete step-down
+    python benchmarks/gate_calibration.py --errors --sims 1000  # a drop hidden as errors; what errors cost
+    python benchmarks/gate_calibration.py --sequential --sims 1000   # early stopping against fixed size
+    python benchmarks/gate_calibration.py --all --sims 300 [--skip trend needed]   # every study, then the table
+    python benchmarks/gate_calibration.py --table         # one markdown table of the studies' JSON
 
+--workers sets the processes of every study (use 1 beside other work on a small machine).
 Writes benchmarks/gate_calibration.json (the table and the settings); the --reward,
---needed and --strict studies write benchmarks/gate_calibration_<study>.json.
+--needed, --strict, --holm, --errors and --sequential studies write
+benchmarks/gate_calibration_<study>.json (--strict with other repeats:
+gate_calibration_strict_r<repeats>.json); --all also writes gate_calibration_trend.json
+(benchmarks/trend_calibration.py) and gate_calibration_coverage.json
+(benchmarks/interval_coverage.py); --table reads them all and writes
+benchmarks/logs/issue23-calibration-table.md. The --holm, --errors and --sequential
+studies and the table are in benchmarks/calibration_studies.py.
 """
 
 from __future__ import annotations
@@ -61,6 +74,10 @@ OLD_GATE_DROP = 0.05
 # -- run directories in the results format ------------------------------------------------------
 
 
+#: What an episode the plugin could not play records (the server refused the connection).
+_ERROR = {"type": "ConnectError", "message": "simulated infrastructure error", "where": "env"}
+
+
 def _template(run_id: str) -> dict:
     record = EpisodeRecord(run_id=run_id, env="", task_index=0, repeat=1, reward=0.0, success=False,
                            rounds=1, stop_reason="done", started_at="2026-01-01T00:00:00Z",
@@ -68,10 +85,13 @@ def _template(run_id: str) -> dict:
     return record.to_dict()
 
 
-def write_run(root: Path, run_id: str, outcomes: dict[str, np.ndarray]) -> Path:
+def write_run(root: Path, run_id: str, outcomes: dict[str, np.ndarray],
+              errors: dict[str, set[int]] | None = None) -> Path:
     """A run directory holding one episode per (env, task, repeat): ``outcomes[env]``
     is a (tasks, repeats) array of successes (reward 1.0 on success, else 0.0) or,
-    when it is a float array, of rewards (success: reward >= 1)."""
+    when it is a float array, of rewards (success: reward >= 1). ``errors[env]``: tasks
+    whose episodes are recorded as infrastructure errors instead (no reward, an
+    ErrorInfo), as the plugin records an episode it could not play."""
     run_dir = RunDir(root / run_id)
     if run_dir.path.exists():
         shutil.rmtree(run_dir.path)
@@ -94,6 +114,9 @@ def write_run(root: Path, run_id: str, outcomes: dict[str, np.ndarray]) -> Path:
                               reward=float(value) if rewarded else (1.0 if success else 0.0),
                               outcome="passed" if success else "unsolved",
                               episode_id=f"{run_id}:{env}:{task}:r{repeat + 1}")
+                if task in (errors or {}).get(env, ()):
+                    record.update(reward=None, success=False, rounds=0, stop_reason="error", outcome="error",
+                                  error=_ERROR)
                 lines.append(json.dumps(record))
     run_dir.episodes_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return run_dir.path
@@ -403,7 +426,39 @@ def main(argv: list[str] | None = None) -> int:
                         help="instead: how often an unchanged battery (and a 3-point drop) is ok, per repeats")
     parser.add_argument("--strict-repeats", type=int, nargs="+", default=list(STRICT_REPEATS),
                         help=f"repeats per task of the --strict study (default {' '.join(map(str, STRICT_REPEATS))})")
+    parser.add_argument("--holm", action="store_true",
+                        help="instead: plain Holm against the discrete step-down on the battery "
+                             "(drops 0, 0.05, 0.10; Maze 25/25 -> 19/25)")
+    parser.add_argument("--errors", action="store_true",
+                        help="instead: a drop hidden as errors, and what independent errors cost")
+    parser.add_argument("--sequential", action="store_true",
+                        help="instead: early stopping (compare/sequential.py) against the fixed-size comparison")
+    parser.add_argument("--all", action="store_true",
+                        help="every study (default, reward, needed, strict, holm, errors, sequential, trend, "
+                             "coverage) at --sims, each writing its JSON, then the table")
+    parser.add_argument("--skip", nargs="+", default=[], metavar="STUDY",
+                        help="with --all: studies not to rerun (their JSON is reused by the table)")
+    parser.add_argument("--table", action="store_true",
+                        help="instead: one markdown table of every study's JSON, to stdout and "
+                             "benchmarks/logs/issue23-calibration-table.md")
     args = parser.parse_args(argv)
+    if args.all or args.table:
+        from calibration_studies import ALL_STUDIES, run_all, write_table
+
+        unknown = [name for name in args.skip if name not in ALL_STUDIES]
+        if unknown:
+            parser.error(f"--skip {' '.join(unknown)}: not a study; the studies are {', '.join(ALL_STUDIES)}")
+        if args.all:
+            run_all(args.sims, args.seed, args.workers, tuple(args.skip))
+        print(write_table(), end="")
+        return 0
+    new_studies = [name for name in ("holm", "errors", "sequential") if getattr(args, name)]
+    if new_studies:
+        from calibration_studies import run_study
+
+        for name in new_studies:
+            run_study(name, args.sims, args.seed, args.workers)
+        return 0
     if args.intervals:
         interval_study(args.sims, args.seed)
         return 0
@@ -415,11 +470,14 @@ def main(argv: list[str] | None = None) -> int:
                                                  for i, name in enumerate(studies)]))
         print(f"\n{args.sims} simulated pairs per cell; alpha 0.05, margin 0.05; "
               f"{time.monotonic() - started:.0f} s")
-        suffix = "_".join(studies) + ("_r" + "-".join(map(str, args.strict_repeats)) if args.strict else "")
+        other_repeats = args.strict and tuple(args.strict_repeats) != STRICT_REPEATS
+        repeats_flag = f" --strict-repeats {' '.join(map(str, args.strict_repeats))}" if other_repeats else ""
+        suffix = "_".join(studies) + ("_r" + "-".join(map(str, args.strict_repeats)) if other_repeats else "")
         out = Path(args.output).with_name(f"gate_calibration_{suffix}.json")
         out.write_text(json.dumps({"sims": args.sims, "seed": args.seed, "alpha": 0.05, "margin": 0.05,
                                    "command": "python benchmarks/gate_calibration.py "
-                                   + " ".join(f"--{name}" for name in studies) + f" --sims {args.sims}",
+                                   + " ".join(f"--{name}" for name in studies) + f" --sims {args.sims}"
+                                   + repeats_flag,
                                    **dict(zip(studies, results))}, indent=1) + "\n")
         return 0
     started = time.monotonic()
@@ -436,17 +494,17 @@ def main(argv: list[str] | None = None) -> int:
             for drop in DROPS:
                 cell = counts[f"{shape}|{drop:g}"]
                 n = cell["pairs"]
-                rows.append({"p": name, "repeats": repeats,
-                             "shape": f"{shape} ({BATTERY[shape]})" if shape in BATTERY else "battery (90/100/25/25, Holm)",
+                label = f"{shape} ({BATTERY[shape]})" if shape in BATTERY else "battery (90/100/25/25, discrete Holm)"
+                rows.append({"p": name, "repeats": repeats, "shape": label,
                              "drop": drop, "pairs": n,
                              **{key: cell[key] / n for key in ("regressed", "ok", "inconclusive", "error",
                                                                "mcnemar", "old", "above")}})
-    header = (f"{'p':<14} {'r':>1} {'shape':<30} {'drop':>5} {'regressed':>9} {'ok':>6} "
+    header = (f"{'p':<14} {'r':>1} {'shape':<38} {'drop':>5} {'regressed':>9} {'ok':>6} "
               f"{'McNemar':>8} {'old gate':>8} {'CI above':>8}")
     print(header)
     print("-" * len(header))
     for row in rows:
-        print(f"{row['p']:<14} {row['repeats']:>1} {row['shape']:<30} {row['drop']:>5.2f} "
+        print(f"{row['p']:<14} {row['repeats']:>1} {row['shape']:<38} {row['drop']:>5.2f} "
               f"{row['regressed']:>9.1%} {row['ok']:>6.1%} {row['mcnemar']:>8.1%} {row['old']:>8.1%} "
               + (f"{row['above']:>8.1%}" if not row["shape"].startswith("battery") else f"{'':>8}"))
     se = math.sqrt(0.05 * 0.95 / args.sims)

@@ -45,3 +45,34 @@ def test_the_gate_is_not_silent_on_a_large_drop(calibration):
     100 tasks is caught most of the time (about 90% in the benchmark)."""
     counts = calibration.simulate({"TextCraft": 100}, (2.0, 2.0), 1, (0.2,), 50, 303, alpha=ALPHA)["battery|0.2"]
     assert counts["regressed"] / counts["pairs"] >= 0.6, counts
+
+
+@pytest.fixture(scope="module")
+def studies():
+    """benchmarks/calibration_studies.py, which imports its sibling gate_calibration by name."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        spec = importlib.util.spec_from_file_location("calibration_studies",
+                                                      REPO / "benchmarks" / "calibration_studies.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    return module
+
+
+def test_stopping_when_decided_keeps_false_alarms_near_alpha_and_saves_on_a_clear_drop(studies):
+    """--agentgym-stop-when-decided as the plugin runs it (seeded order, looks at 1/4, 1/2,
+    3/4, the rest at the final alpha), simulated by benchmarks/calibration_studies.py: on
+    unchanged runs it alarms within binomial noise of alpha; at a 30-point drop it calls
+    the battery regressed as often as the fixed-size comparison and plays fewer episodes
+    (interim looks that never decided, or decided at alpha, would fail one or the other)."""
+    unchanged = {r["shape"]: r for r in studies.sequential_cell(("Beta(2,2)", 0.0, SIMS, 303))}
+    bound = ALPHA + 3 * math.sqrt(ALPHA * (1 - ALPHA) / SIMS)
+    assert all(r["regressed"] <= bound for r in unchanged.values()), unchanged
+    worse = {r["shape"]: r for r in studies.sequential_cell(("Beta(2,2)", 0.3, 40, 404))}
+    battery = worse["battery"]
+    assert battery["regressed"] >= battery["fixed_regressed"] - 0.05, battery
+    assert battery["played"] < 0.95 and worse["BabyAI (90)"]["played"] < 0.9, worse
