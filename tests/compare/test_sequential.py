@@ -130,3 +130,13 @@ def test_a_decision_says_what_was_decided_where():
     assert decision.line == "Wordle stopped after 10 of 40 tasks (20 of 80 episodes): regressed: success fell"
     assert decision.to_dict() == {"verdict": "regressed", "tasks": 10, "episodes": 20, "planned_tasks": 40,
                                   "planned_episodes": 80, "why": "success fell"}
+
+
+def test_an_interim_regression_needs_a_drop_beyond_the_margin():
+    """10 of 200 tasks lost (p = 2^-10, under the look's level): a drop of exactly the margin
+    0.05 is not beyond it, so nothing is decided; 11 of 200 (0.055) is a regression."""
+    base = [make_episode("W", t) for t in range(200)]
+    for lost, expected in ((10, None), (11, "regressed")):
+        cand = [make_episode("W", t, outcome="failed" if t < lost else "passed") for t in range(200)]
+        found = decide_against_baseline("W", base, cand, range(200), PLAN, metric="success", max_error_rate=0.05)
+        assert (found[0] if found else None) == expected, (lost, found)
