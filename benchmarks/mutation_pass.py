@@ -1,5 +1,6 @@
 """A small mutation pass over the code that decides what a run counts and concludes
-(ledger, records, reading, merge, compare, gates, the partial-run rule).
+(ledger, records, reading, merge, compare, gates, the partial-run rule, the step-down
+across environments, errors in comparisons, stopping when decided).
 
 Each mutation is one textual change to one source file; for each, the named tests
 are run against the mutated tree and the mutation is *killed* when they fail. The
@@ -106,6 +107,39 @@ MUTATIONS = (
              "math.isfinite(",
              "(lambda value: True)(",
              ("tests/results/test_lines_that_are_no_records.py", "tests/results/test_readers_property.py")),
+    # issue 23: the step-down across environments, errors that could hide a drop, stopping when decided
+    Mutation("the step-down charges every test as continuous (plain Holm)", "compare/statistics.py",
+             "    if support is None:\n        return min(t, 1.0)\n",
+             "    if True:\n        return min(t, 1.0)\n",
+             ("tests/compare/test_compare_families.py",)),
+    Mutation("errors that cannot change the verdict still change it", "compare/judgement.py",
+             "if VERDICTS.index(against.verdict) <= VERDICTS.index(recorded.verdict):",
+             "if VERDICTS.index(against.verdict) < VERDICTS.index(recorded.verdict):",
+             ("tests/compare/test_compare_families.py", "tests/compare/test_compare.py")),
+    Mutation("errors that leave a verdict open make an error", "compare/judgement.py",
+             'verdict = "error" if against.verdict == "regressed" else "inconclusive"',
+             'verdict = "error"',
+             ("tests/compare/test_compare_families.py",)),
+    Mutation("errors left out, never counted against the candidate", "compare/judgement.py",
+             "    if hiding:\n",
+             "    if False:\n",
+             ("tests/compare/test_compare_families.py",)),
+    Mutation("a look at the last task", "compare/sequential.py",
+             "return tuple(sorted(p for p in points if 0 < p < planned_tasks))",
+             "return tuple(sorted(p for p in points if 0 < p <= planned_tasks))",
+             ("tests/compare/test_sequential.py",)),
+    Mutation("an interim regression within the margin", "compare/sequential.py",
+             "and recorded.delta < -plan.margin - TOLERANCE):",
+             "and recorded.delta < -plan.margin + TOLERANCE):",
+             ("tests/compare/test_sequential.py",)),
+    Mutation("an interim look at the full alpha", "compare/sequential.py",
+             "        return self.alpha * self.share / max(1, self.n_envs)",
+             "        return self.alpha",
+             ("tests/compare/test_sequential.py",)),
+    Mutation("a stopped environment counts as a partial run", "run/evaluation.py",
+             "        expected = self.planned_keys - set(self._unplayed.values())",
+             "        expected = set(self.planned_keys)",
+             ("tests/run/test_stop_when_decided.py",)),
 )
 
 
