@@ -5,7 +5,7 @@ file: the reference agent's TextCraft policy behind the OpenAI chat API, every
 answer held for ``--delay-ms``), and ``pytest-agentgym rollout-server`` (node
 local, embedded TextCraft server) once per concurrency. After a warm-up batch
 (server start, client import) it posts ``{"env": "textcraft", "ids": [0..15],
-"n": 8, "max_round": 10}`` ``--repeats`` times and prints per concurrency the
+"n": 8, "max_round": 10, "sampling": {"temperature": 1.0}}`` ``--repeats`` times and prints per concurrency the
 median rollouts/s with its spread, and the share of ideal: the ideal wall time
 of a batch is the larger of its longest rollout's model time (rounds x delay)
 and all its model time over the concurrency, so 1.0 means the harness added
@@ -72,7 +72,8 @@ def start(name: str, command: list[str], workdir: Path) -> ManagedServer:
 
 def batch(service: ManagedServer, model_url: str, ids: list[int], n: int,
           env: str = "textcraft") -> tuple[float, list[dict]]:
-    body = {"env": env, "model": "fixed-delay", "base_url": model_url, "ids": ids, "n": n, "max_round": 10}
+    body = {"env": env, "model": "fixed-delay", "base_url": model_url, "ids": ids, "n": n, "max_round": 10,
+            "sampling": {"temperature": 1.0}}
     started = time.perf_counter()
     answer = httpx.post(f"{service.url}/rollouts", json=body, timeout=600)
     wall = time.perf_counter() - started

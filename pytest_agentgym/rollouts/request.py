@@ -138,8 +138,24 @@ def parse_batch(body: Any, node: RolloutNode, *, default_base_url: str | None = 
     merged.pop("seed", None)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise BadRollouts(f"'seed' must be a whole number, got {shown(seed)}")
+    _refuse_identical_groups(n, merged, sampling, node)
     return RolloutBatch(spec=spec, model=model.strip(), base_url=base_url, ids=ids, max_rounds=max_rounds,
                         n=n, sampling=merged, seed=seed)
+
+
+def _refuse_identical_groups(n: int, merged: Mapping[str, Any], sent: Mapping[str, Any], node: RolloutNode) -> None:
+    """A group of ``n > 1`` samples per id at temperature 0 is ``n`` copies of one greedy
+    rollout: every advantage in the group is 0 and GRPO learns nothing from it. The
+    temperature may be the node's default (the local node's is 0.0, for evaluation), so
+    the message says where it came from and what to send."""
+    temperature = merged.get("temperature")
+    if n <= 1 or temperature is None or float(temperature) > 0:
+        return
+    where = "the batch's sampling" if "temperature" in sent else f"node {node.name}'s default sampling"
+    raise BadRollouts(f"n {n} with temperature {float(temperature):g} (from {where}) samples {n} identical "
+                      f"rollouts per id (greedy decoding): a group with no spread has no advantage to learn "
+                      f"from; send \"sampling\": {{\"temperature\": 1.0}} (or any temperature > 0) with n > 1, "
+                      f"or n 1 for one greedy rollout per id")
 
 
 def _sampling_error(sampling: Mapping[str, Any], error: ValueError) -> str:

@@ -94,7 +94,8 @@ def test_each_rollout_is_an_episode_event_on_nats(agent, tmp_path):
             async with Subscriber(nats.url) as seen:
                 service = await asyncio.to_thread(rollout_server, tmp_path / "service", "--nats", nats.url,
                                                   run_id="published")
-                body = {"env": "TextCraft", "model": "reference", "base_url": agent.url, "ids": [0, 1], "n": 2}
+                body = {"env": "TextCraft", "model": "reference", "base_url": agent.url, "ids": [0, 1], "n": 2,
+                        "sampling": {"temperature": 1.0}}
                 answer = await asyncio.to_thread(post, service, body)
                 assert answer.status_code == 200
                 await asyncio.to_thread(service.stop)  # SIGTERM: the run's final status goes out too

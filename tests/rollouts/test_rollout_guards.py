@@ -121,7 +121,8 @@ def test_a_start_that_would_be_unsafe_is_refused(tmp_path, args, env, said):
 def test_the_queue_has_a_cap_and_a_full_one_says_when_to_come_back(tmp_path):
     agent = slow_agent(tmp_path, 500)  # one reply per half second: nothing finishes during the burst
     service = guarded_service(tmp_path / "service", "--max-queued", "60", "--concurrency", "1")
-    body = {**BODY, "model": "reference", "base_url": agent.url, "n": 20, "max_round": 3}
+    body = {**BODY, "model": "reference", "base_url": agent.url, "n": 20, "max_round": 3,
+            "sampling": {"temperature": 1.0}}
     seen = []
     try:
         def fire(index: int) -> httpx.Response:
@@ -152,7 +153,7 @@ def test_the_queue_has_a_cap_and_a_full_one_says_when_to_come_back(tmp_path):
 def test_sigterm_with_work_queued_ends_interrupted_without_a_traceback(tmp_path):
     agent = slow_agent(tmp_path, 300)
     service = guarded_service(tmp_path / "service", "--concurrency", "1", run_id="stopped")
-    body = {**BODY, "model": "reference", "base_url": agent.url, "max_round": 3}
+    body = {**BODY, "model": "reference", "base_url": agent.url, "max_round": 3, "sampling": {"temperature": 1.0}}
     waiting: dict[str, object] = {}
     try:
         assert post(service, {**body, "ids": list(range(50)), "n": 4}, query="?async=1").status_code == 202

@@ -110,3 +110,21 @@ def test_no_token_data_when_the_endpoint_sends_none():
         return httpx.Response(200, json=body)
 
     assert ask(mock_client(handler)).token_data is None
+
+
+def test_a_group_at_temperature_0_is_refused_with_where_the_temperature_came_from(local):
+    """GRPO needs spread within a group: n > 1 at temperature 0 samples n identical
+    rollouts. The local node's default is 0.0 (for evaluation), so a batch that says
+    nothing of sampling would get them; it is refused, naming the source and the fix."""
+    with pytest.raises(BadRollouts) as default:
+        parse_batch({**BODY, "n": 4}, local)
+    assert str(default.value) == (
+        "n 4 with temperature 0 (from node local's default sampling) samples 4 identical rollouts per id "
+        "(greedy decoding): a group with no spread has no advantage to learn from; send \"sampling\": "
+        "{\"temperature\": 1.0} (or any temperature > 0) with n > 1, or n 1 for one greedy rollout per id")
+    with pytest.raises(BadRollouts, match=r"^n 2 with temperature 0 \(from the batch's sampling\)"):
+        parse_batch({**BODY, "n": 2, "sampling": {"temperature": 0}}, local)
+    # the boundaries: one sample is greedy on purpose; any temperature above 0 spreads
+    assert parse_batch({**BODY, "n": 1}, local).sampling["temperature"] == 0.0
+    group = parse_batch({**BODY, "n": 4, "sampling": {"temperature": 0.01}}, local)
+    assert group.sampling_for(0)["temperature"] == 0.01  # the batch's sampling wins over the node's

@@ -121,6 +121,7 @@ def test_logprobs_and_token_ids_are_passed_through_untouched(stack):
     ({"ids": [0, 544]}, "id(s) 544 out of range: TextCraft has tasks 0-543"),
     ({"ids": []}, "'ids' must be a non-empty list"),
     ({"n": 0}, "'n' must be a whole number >= 1"),
+    ({"n": 4}, "n 4 with temperature 0 (from node local's default sampling) samples 4 identical rollouts"),
     ({"max_rounds": 3}, "unknown key(s) max_rounds"),
     ({"sampling": {"temprature": 1}}, "sampling: unknown key(s) temprature"),
     ({"model": "gpt-4o"}, "model 'gpt-4o' is not served at"),
