@@ -302,6 +302,43 @@ def _internal_error(command: str, run: Callable[[], int]) -> int:
         return 2
 
 
+def _report(args: argparse.Namespace) -> int:
+    from pytest_agentgym.results.ledger import settle_crashed
+    from pytest_agentgym.report.render import render_run_dir
+    from pytest_agentgym.results.store import RunDir
+
+    refusal = not_a_run_dir(Path(args.run_dir))
+    if refusal is not None:
+        print(f"pytest-agentgym report: {refusal}", file=sys.stderr)
+        return 2
+    info = settle_crashed(RunDir(args.run_dir))  # a run left "running" by a dead process
+    if info is not None and info.status == "crashed":
+        print(f"run {info.run_id} crashed (its process is gone); resume it with "
+              f"pytest ... --agentgym-resume={args.run_dir}", file=sys.stderr)
+    with _reader_warnings("report"):
+        path = render_run_dir(args.run_dir, output=args.output, compress=args.compress)
+    print(path)
+    return 0
+
+
+def not_a_run_dir(path: Path) -> str | None:
+    """Why ``path`` is not a run directory to render, or None. A verifiers output
+    directory (``vf-eval -o``: traces.jsonl, at its top or one level down) is named as
+    such, with the way to get a run directory of the same episodes."""
+    if not path.exists():
+        return f"{path} does not exist; give a run directory (e.g. reports/latest)"
+    if not path.is_dir():
+        return f"{path} is a file, not a run directory; give a run directory (e.g. reports/latest)"
+    if (path / "run.json").is_file():
+        return None
+    if (path / "traces.jsonl").is_file() or any(path.glob("*/traces.jsonl")):
+        return (f"{path} is a verifiers output directory (vf-eval -o: traces.jsonl), not a pytest-agentgym run "
+                f"directory; for a report of these episodes run the suite through pytest (a suite naming the "
+                f"verifiers environment, docs/training.md) and render its reports/<run_id>")
+    return (f"{path} has no run.json: it is not a pytest-agentgym run directory; give one that holds run.json "
+            f"and episodes.jsonl (e.g. reports/latest)")
+
+
 def _compare(args: argparse.Namespace) -> int:
     def run() -> int:
         with _reader_warnings("compare"):
@@ -404,18 +441,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return envs_main(config=args.config, host=args.host, timeout=args.timeout, node=args.node)
     if args.command == "report":
-        from pytest_agentgym.results.ledger import settle_crashed
-        from pytest_agentgym.report.render import render_run_dir
-        from pytest_agentgym.results.store import RunDir
-
-        info = settle_crashed(RunDir(args.run_dir))  # a run left "running" by a dead process
-        if info is not None and info.status == "crashed":
-            print(f"run {info.run_id} crashed (its process is gone); resume it with "
-                  f"pytest ... --agentgym-resume={args.run_dir}", file=sys.stderr)
-        with _reader_warnings("report"):
-            path = render_run_dir(args.run_dir, output=args.output, compress=args.compress)
-        print(path)
-        return 0
+        return _internal_error("report", lambda: _report(args))
     if args.command == "publish-outbox":
         from pytest_agentgym.publish.outbox import publish_outbox_cli
 

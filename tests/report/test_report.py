@@ -304,8 +304,27 @@ def test_cli_compress_flags_override_the_automatic_choice(tmp_path):
     assert records(forbidden) == records(automatic)
 
 
-def test_cli_on_a_directory_without_results(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "pytest_agentgym", "report", str(tmp_path)],
+def _report_cli(path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest_agentgym", "report", str(path)],
                           capture_output=True, text=True, timeout=120)
-    assert done.returncode != 0
-    assert "is " + str(tmp_path) + " a pytest-agentgym run directory?" in done.stderr
+
+
+def test_cli_on_a_directory_without_results(tmp_path):
+    done = _report_cli(tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr == (f"pytest-agentgym report: {tmp_path} has no run.json: it is not a pytest-agentgym run "
+                           f"directory; give one that holds run.json and episodes.jsonl (e.g. reports/latest)\n")
+    missing = _report_cli(tmp_path / "nope")
+    assert missing.returncode == 2 and "nope does not exist; give a run directory" in missing.stderr
+
+
+def test_cli_on_a_verifiers_output_directory_says_what_it_is(tmp_path):
+    """vf-eval -o writes <out>/<run>/traces.jsonl: named as such, with the way to a report."""
+    (tmp_path / "vf-out" / "textcraft-reference").mkdir(parents=True)
+    (tmp_path / "vf-out" / "textcraft-reference" / "traces.jsonl").write_text('{"ok": true}\n')
+    for given in (tmp_path / "vf-out", tmp_path / "vf-out" / "textcraft-reference"):
+        done = _report_cli(given)
+        assert done.returncode == 2 and "Traceback" not in done.stderr
+        assert done.stderr.startswith(f"pytest-agentgym report: {given} is a verifiers output directory "
+                                      f"(vf-eval -o: traces.jsonl), not a pytest-agentgym run directory; for a "
+                                      f"report of these episodes run the suite through pytest")
