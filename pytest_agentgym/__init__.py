@@ -11,6 +11,8 @@ The public API, what users and other plugins may import from here:
 - ``hookspecs``: the module of the plugin's hook specifications
   (``pytest_agentgym.plugin.hookspecs``), for instance
   ``pytest_agentgym_add_environments``
+- :func:`evaluate` and its :class:`Evaluation` (``pytest_agentgym.plugin.evaluate``):
+  a whole run from inside a training script, its metrics and verdicts returned
 
 Everything else is internal and may move between releases.
 
@@ -36,6 +38,8 @@ __all__ = [
     "RunDir",
     "current_records",
     "hookspecs",
+    "evaluate",
+    "Evaluation",
 ]
 
 # name -> (module, attribute in it; None: the module itself). The targets are
@@ -50,10 +54,13 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "current_records": ("pytest_agentgym.results.records", "current_records"),
     "RunDir": ("pytest_agentgym.results.store", "RunDir"),
     "hookspecs": ("pytest_agentgym.plugin.hookspecs", None),
+    "evaluate": ("pytest_agentgym.plugin.evaluate", "evaluate"),
+    "Evaluation": ("pytest_agentgym.plugin.evaluate", "Evaluation"),
 }
 
 if TYPE_CHECKING:  # for type checkers and IDEs only; never runs
     from pytest_agentgym.plugin import hookspecs
+    from pytest_agentgym.plugin.evaluate import Evaluation, evaluate
     from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo, RunInfo, Turn, current_records
     from pytest_agentgym.results.store import RunDir
 

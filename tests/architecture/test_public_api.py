@@ -20,6 +20,8 @@ PUBLIC = [
     "RunDir",
     "current_records",
     "hookspecs",
+    "evaluate",
+    "Evaluation",
 ]
 
 #: What ``import pytest_agentgym`` alone must not import: pytest imports every

@@ -1,0 +1,103 @@
+"""``pytest_agentgym.evaluate``: a run from inside a training script (issue 24, point 5).
+
+A training script (a Python process of its own) evaluates three times in one
+process, every-N-steps style, against the real reference agent and embedded
+servers; its metrics must equal a pytest run of the same tasks, and after each
+call no child process and no extra thread may be left."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from helpers.projects import make_project, run, run_json, suite
+
+TRAINING_SCRIPT = """
+import json, os, sys, threading
+import pytest_agentgym
+
+def children():
+    pid = str(os.getpid())
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[1] == pid and fields[0] != "Z":
+                found.append(int(entry))
+    return found
+
+threads_before = {t.name for t in threading.enumerate()}
+calls = []
+for step in (10, 20, 30):
+    result = pytest_agentgym.evaluate("suites", node=sys.argv[1], run_id=f"step-{step}",
+                                      pytest_args=["-p", "no:cacheprovider"])
+    calls.append({"exit": result.exit_code, "run_dir": str(result.run_dir), "metrics": result.metrics(),
+                  "verdicts": [v.outcome for v in result.verdicts], "children": children(),
+                  "threads": sorted({t.name for t in threading.enumerate()} - threads_before)})
+print("RESULT " + json.dumps(calls))
+"""
+
+
+def test_three_evaluations_in_one_process_match_pytest_and_leave_nothing_behind(pytester):
+    node = make_project(pytester)
+    suite(pytester, "maze", "environment: Maze\ntasks: 0-3\ngates: ['success_rate >= 0.5']\n")
+    suite(pytester, "wordle", "environment: Wordle\ntasks: 0-2\n")
+    by_pytest = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-run-id=cli")
+    assert by_pytest.ret == 0
+    script = pytester.path / "train.py"
+    script.write_text(TRAINING_SCRIPT)
+    done = pytester.run(sys.executable, str(script), str(node), timeout=600)
+    assert done.ret == 0, done.stderr.str()[-3000:]
+    (line,) = [line for line in done.outlines if line.startswith("RESULT ")]
+    calls = json.loads(line[len("RESULT "):])
+    summary = run_json(pytester, "cli")
+    assert [c["exit"] for c in calls] == [0, 0, 0]
+    assert [c["run_dir"] for c in calls] == [str(pytester.path / "reports" / f"step-{s}") for s in (10, 20, 30)]
+    for call in calls:
+        assert call["children"] == [] and call["threads"] == [], call  # servers and threads stopped each time
+        assert call["verdicts"] == ["passed"]
+        assert set(call["metrics"]) == {"Maze", "Wordle"}
+        assert call["metrics"]["Maze"]["episodes"] == 4 and call["metrics"]["Wordle"]["episodes"] == 3
+        assert call["metrics"] == calls[0]["metrics"]
+    # the same figures as the pytest run of the same tasks (its run.json counts, its records)
+    from pytest_agentgym.results.aggregate import summarize
+    from pytest_agentgym.results.records import current_records
+    from pytest_agentgym.results.store import RunDir
+
+    cli = summarize(current_records(RunDir(pytester.path / "reports" / "cli").read_episodes()))
+    for env, s in cli.items():
+        assert calls[0]["metrics"][env]["mean_reward"] == pytest.approx(s.mean_reward)
+        assert calls[0]["metrics"][env]["success_rate"] == pytest.approx(s.success_rate)
+    assert summary["counts"]["episodes"] == 7
+
+
+def test_an_unknown_option_names_the_known_ones():
+    import pytest_agentgym
+
+    with pytest.raises(TypeError, match=r"unknown option\(s\) nodes; it takes the plugin's options by name "
+                                        r"\(.*node.*\), and any other flag in pytest_args"):
+        pytest_agentgym.evaluate("suites", nodes="4090")
+
+
+def test_keywords_become_the_plugins_flags(monkeypatch):
+    """Values as ``--agentgym-<name>=value``, flags as bare ``--agentgym-<name>``, None and False left out."""
+    import pytest_agentgym.plugin.evaluate as module
+
+    seen = {}
+
+    def main(args, plugins):  # pytest.main, standing in: what the run would be given
+        seen["args"] = args
+        return 0
+
+    monkeypatch.setattr(module.pytest, "main", main)
+    result = module.evaluate("suites", node="4090", max_rounds=10, stop_when_decided=True, baseline=None,
+                             strict_gates=False, pytest_args=["-k", "Maze"])
+    assert seen["args"] == ["suites", "--agentgym-node=4090", "--agentgym-max-rounds=10",
+                            "--agentgym-stop-when-decided", "-q", "-k", "Maze"]
+    assert result.exit_code == 0 and result.run_dir is None and result.metrics() == {}
