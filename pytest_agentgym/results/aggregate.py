@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import asdict, dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from pytest_agentgym.results.records import EpisodeRecord
 
@@ -130,6 +130,20 @@ class EnvSummary:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+#: The figures of an EnvSummary that run.json keeps per environment.
+SUMMARY_FIELDS = ("mean_reward", "reward_ci95", "success_rate", "success_ci95", "episodes", "scored", "errors",
+                  "mean_rounds")
+
+
+def summaries_record(summaries: Mapping[str, EnvSummary]) -> dict[str, dict[str, Any]]:
+    """run.json's ``summaries``: per environment, the figures of :data:`SUMMARY_FIELDS`
+    (intervals as [low, high] lists, JSON's form)."""
+    def plain(value: Any) -> Any:
+        return list(value) if isinstance(value, tuple) else value
+
+    return {env: {name: plain(getattr(s, name)) for name in SUMMARY_FIELDS} for env, s in summaries.items()}
 
 
 @functools.lru_cache(maxsize=1)

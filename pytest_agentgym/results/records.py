@@ -417,6 +417,10 @@ class RunInfo:
     #: The environments that stopped before their last episode (--agentgym-stop-when-decided):
     #: env -> the decision (``run.stopping.Stop.to_dict()``: verdict, tasks, episodes, why, ...).
     stopped_early: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Per environment when the run ended: mean_reward, success_rate, their 95% intervals,
+    #: episodes, scored, errors, mean_rounds (``aggregate.summaries_record``), so a reader of
+    #: run.json alone has the figures; the report and ``summarize`` recompute them from episodes.
+    summaries: dict[str, dict[str, Any]] = field(default_factory=dict)
     schema: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -429,10 +433,11 @@ class RunInfo:
         for key in ("environments", "notes", "gates", "resumed_at", "merged_from"):
             if key in kwargs:
                 kwargs[key] = tuple(kwargs[key])
-        if "stopped_early" in kwargs:  # a reader never trips on a hand-edited entry: keep what is well-formed
-            stops = kwargs["stopped_early"]
-            kwargs["stopped_early"] = {str(env): dict(stop) for env, stop in stops.items()
-                                       if isinstance(stop, dict)} if isinstance(stops, dict) else {}
+        for key in ("stopped_early", "summaries"):  # a reader never trips on a hand-edited entry:
+            entries = kwargs.get(key)                  # it keeps what is well-formed
+            if key in kwargs:
+                kwargs[key] = {str(env): dict(entry) for env, entry in entries.items()
+                               if isinstance(entry, dict)} if isinstance(entries, dict) else {}
         return cls(**kwargs)
 
 

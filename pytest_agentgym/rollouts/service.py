@@ -41,6 +41,7 @@ from pytest_agentgym.engine.runner import Engine  # the type of the engines kept
 from pytest_agentgym.envs import adapter_class
 from pytest_agentgym.envs.base import EnvAdapter
 from pytest_agentgym.engine.episode import EpisodeRequest
+from pytest_agentgym.results.aggregate import summaries_record, summarize
 from pytest_agentgym.results.ledger import RunLedger, final_status, git_commit
 from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo, RunInfo
 from pytest_agentgym.rollouts.access import KeyAllowList
@@ -202,7 +203,7 @@ class RolloutService:
                   "duplicates": len(getattr(records, "duplicates", ()))}
         models = sorted({r.model for r in records}) or ["none"]
         info = dataclasses.replace(self.ledger.info, ended_at=_now(), status=status, counts=counts,
-                                   model=", ".join(models),
+                                   summaries=summaries_record(summarize(records)), model=", ".join(models),
                                    environments=tuple(sorted({r.env for r in records})) or self.ledger.info.environments,
                                    versions={**self.ledger.info.versions, **{f"server:{k}": v for k, v in
                                                                              self.env_urls.items()}})

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from pytest_agentgym.results.aggregate import EnvSummary
+from pytest_agentgym.results.aggregate import EnvSummary, summaries_record
 from pytest_agentgym.envs import adapter_class
 from pytest_agentgym.results.gates import GateVerdict
 from pytest_agentgym.results.ledger import LedgerError, RunLedger, final_status
@@ -530,6 +530,7 @@ class EvaluationRun:
         info = dataclasses.replace(self.info, ended_at=_now(), status=self.status, counts=counts,
                                    gates=tuple(v.to_dict() for v in self.verdicts),
                                    stopped_early=self.stopper.to_dict() if self.stopper is not None else {},
+                                   summaries=summaries_record(self.summaries),
                                    versions=self.resources.versions(),
                                    notes=self.info.notes + (self.resources.fleet.notes() if self.resources.fleet else ())
                                    + tuple(self.resources.endpoint_restarts)

@@ -37,6 +37,7 @@ from pytest_agentgym.results import fingerprint
 
 from pytest_agentgym.run import shards
 from pytest_agentgym.config.tasks import describe_keys
+from pytest_agentgym.results.aggregate import summaries_record
 from pytest_agentgym.results.gates import GateVerdict
 from pytest_agentgym.results.reading import read_episodes_file
 from pytest_agentgym.results.records import Duplicate, EpisodeRecord, Records, RunInfo, current_records
@@ -381,7 +382,8 @@ def _merge_into(out: Path, runs: Sequence[ShardRun], baseline: str | None, repor
         verdicts += extra
     tallies = counts(current, verdicts, info.generation)
     tallies["kept"] = sum(int(r.info.counts.get("kept", 0)) for r in runs)
-    info = dataclasses.replace(info, counts=tallies, gates=tuple(v.to_dict() for v in verdicts))
+    info = dataclasses.replace(info, counts=tallies, gates=tuple(v.to_dict() for v in verdicts),
+                               summaries=summaries_record(summaries))
     run_dir.write_info(info)
     if out.resolve().name == info.run_id:  # reports/<run_id>: the merged run is the run
         from pytest_agentgym.results.store import point_latest

@@ -75,6 +75,22 @@ def test_three_evaluations_in_one_process_match_pytest_and_leave_nothing_behind(
         assert calls[0]["metrics"][env]["mean_reward"] == pytest.approx(s.mean_reward)
         assert calls[0]["metrics"][env]["success_rate"] == pytest.approx(s.success_rate)
     assert summary["counts"]["episodes"] == 7
+    # run.json holds the same per-environment figures (a reader of run.json alone has them)
+    for env, figures in summary["summaries"].items():
+        assert figures["mean_reward"] == pytest.approx(calls[0]["metrics"][env]["mean_reward"])
+        assert figures["success_rate"] == pytest.approx(calls[0]["metrics"][env]["success_rate"])
+        assert figures["episodes"] == calls[0]["metrics"][env]["episodes"] and len(figures["success_ci95"]) == 2
+    assert set(summary["summaries"]) == {"Maze", "Wordle"}
+
+
+def test_a_hand_edited_summaries_entry_is_dropped_on_reading_not_a_crash():
+    from pytest_agentgym.results.records import RunInfo
+
+    base = dict(run_id="r", started_at="2026-01-01T00:00:00Z", node="n", model="m", endpoint="e",
+                endpoint_kind="reference", environments=["Maze"], command="pytest")
+    assert RunInfo.from_dict({**base, "summaries": ["not", "a", "mapping"]}).summaries == {}
+    kept = RunInfo.from_dict({**base, "summaries": {"Maze": {"mean_reward": 0.5}, "Wordle": 3}})
+    assert kept.summaries == {"Maze": {"mean_reward": 0.5}}
 
 
 def test_an_unknown_option_names_the_known_ones():
