@@ -177,6 +177,23 @@ def _z(alpha: float) -> float:
     return NormalDist().inv_cdf(1 - alpha / 2)
 
 
+def tango_score(pass_to_fail: int, fail_to_pass: int, n: int, d: float) -> float:
+    """Tango's score statistic for "the paired difference is ``d``": the observed
+    difference minus ``d``, over its standard error with the discordant probabilities
+    re-estimated under that hypothesis (their maximum-likelihood value given ``d``);
+    +-inf where that standard error is 0."""
+    b, c = pass_to_fail, fail_to_pass
+    estimate = (c - b) / n
+    if abs(d - estimate) < 1e-15:
+        return 0.0
+    linear = d * (2 * n + b - c) - (b + c)
+    q = (-linear + math.sqrt(max(linear * linear + 8 * n * b * d * (1 - d), 0.0))) / (4 * n)
+    variance = 2 * q + d * (1 - d)
+    if variance <= 0:
+        return math.copysign(math.inf, estimate - d)
+    return (estimate - d) * math.sqrt(n / variance)
+
+
 def paired_score_interval(pass_to_fail: int, fail_to_pass: int, n: int, alpha: float) -> tuple[float, float]:
     """Tango's score interval (1998) for the difference of two paired proportions,
     ``(fail_to_pass - pass_to_fail) / n``: the values d where the score statistic,
@@ -187,14 +204,7 @@ def paired_score_interval(pass_to_fail: int, fail_to_pass: int, n: int, alpha: f
     estimate = (c - b) / n
 
     def score(d: float) -> float:
-        if abs(d - estimate) < 1e-15:
-            return 0.0
-        linear = d * (2 * n + b - c) - (b + c)
-        q = (-linear + math.sqrt(max(linear * linear + 8 * n * b * d * (1 - d), 0.0))) / (4 * n)
-        variance = 2 * q + d * (1 - d)
-        if variance <= 0:
-            return math.copysign(math.inf, estimate - d)
-        return (estimate - d) * math.sqrt(n / variance)
+        return tango_score(b, c, n, d)
 
     edge = 1e-12
     low = -1.0 if estimate <= -1 + edge or score(-1 + edge) <= z else \

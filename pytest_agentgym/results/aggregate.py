@@ -155,7 +155,8 @@ def shipped_reward_ranges() -> dict[str, RewardRange]:
             if spec.reward_range is not None}
 
 
-def _scored(record: EpisodeRecord) -> bool:
+def is_scored(record: EpisodeRecord) -> bool:
+    """The episode counts in the figures: no error, and a finite reward."""
     return record.error is None and record.reward is not None and math.isfinite(record.reward)
 
 
@@ -164,7 +165,7 @@ def summarize_env(env: str, records: Iterable[EpisodeRecord],
     """One environment's figures. ``reward_range`` clips the reward interval; None
     clips it to the rewards observed (see :func:`summarize` for the defaults)."""
     records = list(records)
-    scored = [r for r in records if _scored(r)]
+    scored = [r for r in records if is_scored(r)]
     rewards = [float(r.reward) for r in scored]  # type: ignore[arg-type]
     bounds = reward_range if reward_range is not None else (
         (min(rewards), max(rewards)) if rewards else None)

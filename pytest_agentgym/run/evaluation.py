@@ -501,7 +501,8 @@ class EvaluationRun:
             compared = [env for env in self.summaries if env not in self.stops]
             try:
                 extra, self.comparisons = baseline_verdicts(self.settings.baseline, self.run_dir.path, compared,
-                                                            self.plans, self.settings, alpha=self._final_alpha())
+                                                            self.plans, self.settings,
+                                                            alpha=self.stopper.final_alpha if self.stopper else 0.05)
             except Exception as exc:  # noqa: BLE001 - a bug must not read as "regressed" (exit 1)
                 extra = self._comparison_crashed(exc, compared)
             self.verdicts += extra
@@ -558,14 +559,6 @@ class EvaluationRun:
         return [GateVerdict(env, baseline_gate_name(self.plans[env].baseline_metric if env in self.plans
                                                     else "success", self.settings.max_drop),
                             None, False, self.internal_error, outcome="error") for env in envs]
-
-    def _final_alpha(self) -> float:
-        """The alpha of the final baseline comparison: what the interim looks left of 0.05."""
-        if self.stopper is None:
-            return 0.05
-        from pytest_agentgym.compare.sequential import SequentialPlan
-
-        return SequentialPlan(alpha=0.05, margin=self.settings.max_drop).final_alpha
 
     def blocked(self) -> dict[str, ErrorInfo]:
         """The environments none of whose episodes can be played, and why: no model

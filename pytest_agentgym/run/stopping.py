@@ -23,7 +23,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from pytest_agentgym.compare.sequential import (Decision, SequentialPlan, completed_tasks,
                                                 decide_against_baseline, gate_decided, play_order)
-from pytest_agentgym.results.gates import TOLERANCE, Gate, GateVerdict
+from pytest_agentgym.results.aggregate import is_scored, summarize_env
+from pytest_agentgym.results.gates import Gate, GateVerdict, error_budget_exceeded
 from pytest_agentgym.results.records import EpisodeRecord
 from pytest_agentgym.run.plans import baseline_gate_name
 
@@ -145,6 +146,12 @@ class Stopper:
     def plan(self, env: str) -> SequentialPlan:
         return SequentialPlan(alpha=ALPHA, margin=self.margin, n_envs=self._families.get(env, 1))
 
+    @property
+    def final_alpha(self) -> float:
+        """The alpha of the final comparison of the environments that play to the end:
+        what the looks left (the same for every environment)."""
+        return self.plan("").final_alpha
+
     # -- the records ------------------------------------------------------------------------
 
     def recorded(self, record: EpisodeRecord) -> None:
@@ -223,11 +230,11 @@ class Stopper:
         return "regressed" if baseline else "failed"
 
     def _gate(self, watch: EnvWatch, gate: Gate, records: list[EpisodeRecord]) -> tuple[bool, str] | None:
-        """Whether ``gate`` is decided on ``records``, and the sentence that says so."""
-        errors = sum(1 for r in records if r.error is not None)
-        if not records or errors / len(records) > watch.max_error_rate + TOLERANCE:
+        """Whether ``gate`` is decided on ``records``, and the sentence that says so (the
+        error budget and what counts as scored are the gates' own: results.gates, aggregate)."""
+        if not records or error_budget_exceeded(summarize_env(watch.env, records), watch.max_error_rate):
             return None
-        scored = [r for r in records if r.error is None and r.reward is not None]
+        scored = [r for r in records if is_scored(r)]
         if gate.metric == "success_rate":
             values, low, high = [1.0 if r.success else 0.0 for r in scored], 0.0, 1.0
         elif watch.reward_range is not None:

@@ -4,7 +4,6 @@ and the exit codes of `compare`, `trend` and `merge` when something inside break
 
 from __future__ import annotations
 
-import math
 import subprocess
 import sys
 
@@ -56,16 +55,11 @@ def test_the_score_interval_is_the_same_with_bisection(b, c, n):
     from scipy.optimize import brentq
 
     low, high = stats.paired_score_interval(b, c, n, 0.05)
-    # the interval's ends are where the score statistic equals -+z: check them against brentq
+    # the interval's ends are where the score statistic equals -+z: scipy's brentq finds them too
     z, estimate = stats._z(0.05), (c - b) / n
 
     def score(d: float) -> float:
-        if abs(d - estimate) < 1e-15:
-            return 0.0
-        linear = d * (2 * n + b - c) - (b + c)
-        q = (-linear + math.sqrt(max(linear * linear + 8 * n * b * d * (1 - d), 0.0))) / (4 * n)
-        variance = 2 * q + d * (1 - d)
-        return math.copysign(math.inf, estimate - d) if variance <= 0 else (estimate - d) * math.sqrt(n / variance)
+        return stats.tango_score(b, c, n, d)
 
     if low > -1:
         assert low == pytest.approx(brentq(lambda d: score(d) - z, -1 + 1e-12, estimate, xtol=1e-12), abs=1e-9)
