@@ -30,7 +30,9 @@ therefore always gets the same reply.
 
 Token counts in ``usage`` are whitespace-separated words: the prompt count
 adds up the words of every message's content, the completion count is the
-words of the reply.
+words of the reply. Asked for token ids or logprobs (``return_token_ids``,
+``logprobs``), it answers them from a byte-level tokenizer (``tokens.py``), in
+vLLM's shapes.
 
 Policies are the modules in :data:`POLICY_MODULES`, each exposing ``POLICY``
 (see ``base.py``), imported lazily; one that is missing is logged and skipped.
@@ -54,6 +56,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from pytest_agentgym.model.reference.base import Message, Policy
+from pytest_agentgym.model.reference.tokens import token_fields
 
 log = logging.getLogger("pytest_agentgym.reference_agent")
 
@@ -260,6 +263,7 @@ class ReferenceAgentApp:
             await asyncio.sleep(self.latency_ms / 1000.0)
         prompt_tokens = sum(count_words(m["content"]) for m in messages)
         completion_tokens = count_words(text)
+        beside, in_choice = token_fields(body, messages, text)
         return _Answer(200, {
             "id": f"chatcmpl-{uuid.uuid4().hex}",
             "object": "chat.completion",
@@ -267,9 +271,10 @@ class ReferenceAgentApp:
             "model": model,
             "system_fingerprint": f"reference-{chosen.name}",
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                         "logprobs": None, "finish_reason": "stop"}],
+                         "logprobs": None, "finish_reason": "stop", **in_choice}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},
+            **beside,
         })
 
 
