@@ -71,6 +71,22 @@ def _parser() -> argparse.ArgumentParser:
                         help="gzip the embedded episode data, or not with --no-compress "
                              "(default: compressed only for large runs)")
 
+    export = sub.add_parser(
+        "export", help="write a run's episodes as training data (chat JSONL, per-turn JSONL, a Hugging Face dataset)",
+        description="Rebuilds each episode's conversation exactly as the model saw it (the run keeps the opening "
+                    "messages in prompts.jsonl) and writes it with the episode's reward and, when the endpoint "
+                    "sent token ids, its token view. Episodes that ended in an infrastructure error are left out.")
+    export.add_argument("run_dir", help="e.g. reports/latest")
+    export.add_argument("--format", default="chat-jsonl", choices=("chat-jsonl", "turns-jsonl", "hf-dataset"),
+                        help="chat-jsonl: one conversation per line; turns-jsonl: one line per policy turn "
+                             "(the conversation so far and that reply); hf-dataset: a Hugging Face dataset "
+                             "directory (default: chat-jsonl)")
+    export.add_argument("--only", default="scored", choices=("scored", "success"),
+                        help="scored: every episode without an infrastructure error; success: the successful "
+                             "ones (default: scored)")
+    export.add_argument("--output", "-o", default=None,
+                        help="file (directory for hf-dataset) to write (default: RUN_DIR/export/<format>.jsonl)")
+
     outbox = sub.add_parser("publish-outbox", help="deliver the NATS events a run kept in its outbox")
     outbox.add_argument("run_dir", help="e.g. reports/latest")
     outbox.add_argument("--nats", default="nats://127.0.0.1:4222", help="NATS URL (default: nats://127.0.0.1:4222)")
@@ -321,6 +337,29 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    from pytest_agentgym.results.export import export_run
+    from pytest_agentgym.results.jsonl import ResultsWriteError
+
+    refusal = not_a_run_dir(Path(args.run_dir))
+    if refusal is not None:
+        print(f"pytest-agentgym export: {refusal}", file=sys.stderr)
+        return 2
+    try:
+        with _reader_warnings("export"):
+            result = export_run(args.run_dir, format=args.format, only=args.only, output=args.output)
+    except ResultsWriteError as exc:
+        print(f"pytest-agentgym export: {exc}", file=sys.stderr)
+        return 2
+    for line in result.skipped_lines:
+        print(f"pytest-agentgym export: skipped {line}", file=sys.stderr)
+    print(result.summary())
+    if result.rows == 0:
+        print("pytest-agentgym export: nothing to export (exit 1)", file=sys.stderr)
+        return 1
+    return 0
+
+
 def not_a_run_dir(path: Path) -> str | None:
     """Why ``path`` is not a run directory to render, or None. A verifiers output
     directory (``vf-eval -o``: traces.jsonl, at its top or one level down) is named as
@@ -442,6 +481,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return envs_main(config=args.config, host=args.host, timeout=args.timeout, node=args.node)
     if args.command == "report":
         return _internal_error("report", lambda: _report(args))
+    if args.command == "export":
+        return _internal_error("export", lambda: _export(args))
     if args.command == "publish-outbox":
         from pytest_agentgym.publish.outbox import publish_outbox_cli
 

@@ -78,7 +78,9 @@ def parse_metric(text: str) -> str:
     return value
 
 
-def _scalar(text: str) -> int | float | str:
+def _scalar(text: str) -> bool | int | float | str:
+    if text.lower() in ("true", "false"):  # logprobs=true, return_token_ids=true
+        return text.lower() == "true"
     for kind in (int, float):
         try:
             return kind(text)
@@ -88,7 +90,8 @@ def _scalar(text: str) -> int | float | str:
 
 
 def parse_sampling(text: str) -> dict[str, Any]:
-    """``temperature=0.7,max_tokens=512`` -> {"temperature": 0.7, "max_tokens": 512}."""
+    """``temperature=0.7,max_tokens=512,logprobs=true`` -> {"temperature": 0.7, "max_tokens": 512,
+    "logprobs": True}."""
     out: dict[str, Any] = {}
     for part in str(text).split(","):
         key, sep, value = part.partition("=")

@@ -32,7 +32,9 @@ from pytest_agentgym.envs.protocol import EnvBadResponse, EnvClient, EnvServerEr
 from pytest_agentgym.envs.spec import EnvSpec
 from pytest_agentgym.envs.watch import RequestWatch, watch_requests
 from pytest_agentgym.model.errors import ContextLengthExceeded, ModelError, RequestRejected
+from pytest_agentgym.results.conversation import opening_key
 from pytest_agentgym.results.records import ErrorInfo, EpisodeRecord, StopReason, Turn, outcome_of
+from pytest_agentgym.results.tokens import episode_tokens
 
 #: Each failed attempt with its traceback; the run writes these to logs/harness.log.
 log = logging.getLogger("pytest_agentgym.engine.episode")
@@ -92,6 +94,9 @@ class EpisodeRequest:
     checkpoint: str | None = None
     #: Sampling parameters of the suite, over the node's.
     sampling: dict[str, Any] = field(default_factory=dict)
+    #: The rollout service's batch and the rollout's index in its group (None elsewhere).
+    batch: str | None = None
+    sample: int | None = None
 
 
 #: Called with the error before an infrastructure failure is retried (e.g. to
@@ -126,6 +131,8 @@ class _Attempt:
         self.env_requests = watch
         #: ``time.monotonic()`` when the model was asked, while it has not answered
         self.model_asked_at: float | None = None
+        #: the messages before round 0's user turn
+        self.opening: tuple[dict[str, str], ...] | None = None
 
 
 class _BudgetSpent(Exception):
@@ -141,8 +148,10 @@ async def _play(
     deadline: float,
 ) -> StopReason:
     opening = await adapter.open(client, request.task_index)
+    attempt.opening = tuple(opening.messages[:-1])
     try:
         messages: list[dict[str, str]] = list(opening.messages)
+        rewritten = False  # whether the server rewrote the conversation sent next
         for index in range(request.limits.max_rounds):
             observation = messages[-1]["content"]
             remaining = deadline - time.monotonic()
@@ -181,10 +190,14 @@ async def _play(
                     completion_tokens=completion.completion_tokens,
                     score=result.score,
                     token_data=completion.token_data,
+                    sent=tuple(messages) if rewritten else None,
                 )
             )
             if result.conversation is not None:  # the server keeps the conversation
+                followed = messages + [{"role": "assistant", "content": completion.text},
+                                       {"role": "user", "content": result.observation}]
                 messages = list(result.conversation)
+                rewritten = messages != followed
             else:
                 messages.append({"role": "assistant", "content": completion.text})
                 messages.append({"role": "user", "content": result.observation})
@@ -277,7 +290,23 @@ async def run_episode(
         checkpoint=request.checkpoint,
         node=request.node,
         score=score,
+        batch=request.batch,
+        sample=request.sample,
+        **_conversation_facts(attempt),
     )
+
+
+def _conversation_facts(attempt: _Attempt) -> dict[str, Any]:
+    """The record's opening (and its hash) and token view, from the attempt that counts."""
+    facts: dict[str, Any] = {}
+    if attempt.opening is not None:
+        facts["opening_sha256"], facts["opening"] = opening_key(attempt.opening)
+    if any(turn.token_data for turn in attempt.turns):
+        try:
+            facts["tokens"] = episode_tokens([turn.token_data for turn in attempt.turns])
+        except ValueError as exc:  # the endpoint's token data does not add up: keep it as sent
+            log.warning("no token view for this episode: %s", exc)
+    return facts
 
 
 def _recovery_failed(exc: BaseException, error: ErrorInfo) -> ErrorInfo:

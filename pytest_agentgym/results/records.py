@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal
 
+from pytest_agentgym.results.tokens import EpisodeTokens
+
 SCHEMA_VERSION = 1
 
 #: Where an infrastructure failure came from. A failure of any of these is an
@@ -85,6 +87,10 @@ class Turn:
     #: ``prompt_token_ids``), untouched, when it sent some (ask with sampling
     #: ``logprobs: true``); None otherwise.
     token_data: dict[str, Any] | None = None
+    #: The whole conversation sent for this turn, kept only when it is not the previous
+    #: turn's plus that turn's reply and feedback (a server that keeps the conversation
+    #: rewrote it); None otherwise (results/conversation.py rebuilds it).
+    sent: tuple[dict[str, str], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,17 @@ class EpisodeRecord:
     sampling: dict[str, Any] | None = None
     #: 1 for the run's first attempt at its episodes, +1 per ``--agentgym-resume``.
     generation: int = 1
+    #: SHA-256 of the opening messages (those before round 0's user turn): the run
+    #: directory keeps them once per run, in prompts.jsonl (results/conversation.py).
+    opening_sha256: str | None = None
+    #: The rollout service's batch (``<run_id>:b<k>``) and the rollout's index within its group.
+    batch: str | None = None
+    sample: int | None = None
+    #: In memory only, moved to files beside episodes.jsonl when the record is written:
+    #: the opening messages (to prompts.jsonl) and the episode's token view when the
+    #: endpoint sent token ids (to tokens.jsonl, see results/tokens.py).
+    opening: tuple[dict[str, str], ...] | None = None
+    tokens: EpisodeTokens | None = None
     schema: int = SCHEMA_VERSION
 
     @property
@@ -147,7 +164,15 @@ class EpisodeRecord:
                    duration_s=0.0, model=model, error=error, outcome="error", **facts)
 
     def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
+        """The record as JSON data: what travels between processes. The opening messages and
+        the token view are in it (``opening``, ``tokens``); the run directory keeps them in
+        their own files (:meth:`~pytest_agentgym.results.store.RunDir.append_episode`)."""
+        if self.opening is None and self.tokens is None:
+            data = dataclasses.asdict(self)
+        else:  # not through asdict's deep copy: a token view holds thousands of ids
+            data = dataclasses.asdict(dataclasses.replace(self, opening=None, tokens=None))
+            data["opening"] = None if self.opening is None else [dict(m) for m in self.opening]
+            data["tokens"] = None if self.tokens is None else self.tokens.to_dict()
         data["episode_id"] = self.episode_id
         return data
 
@@ -175,7 +200,13 @@ class EpisodeRecord:
     def _build(cls, data: dict[str, Any]) -> "EpisodeRecord":
         names = _field_names(cls)
         kwargs = {k: v for k, v in data.items() if k in names}
-        kwargs["turns"] = tuple(Turn(**t) for t in data.get("turns", ()))
+        kwargs["turns"] = tuple(Turn(**t) if t.get("sent") is None else
+                                Turn(**{**t, "sent": tuple(dict(m) for m in t["sent"])})
+                                for t in data.get("turns", ()))
+        if data.get("opening") is not None:
+            kwargs["opening"] = tuple(dict(m) for m in data["opening"])
+        if data.get("tokens") is not None:
+            kwargs["tokens"] = EpisodeTokens.from_dict(data["tokens"])
         kwargs["retried"] = tuple(ErrorInfo(**e) for e in data.get("retried", ()))
         if data.get("error") is not None:
             kwargs["error"] = ErrorInfo(**data["error"])
@@ -185,13 +216,13 @@ class EpisodeRecord:
 #: What each field of an episode record must be in episodes.jsonl (absent is fine: the
 #: dataclass says which fields are required). A line whose fields are not is not a record.
 _STRINGS = ("run_id", "env", "stop_reason", "started_at", "model")
-_OPTIONAL_STRINGS = ("outcome", "nodeid", "checkpoint", "node", "worker")
+_OPTIONAL_STRINGS = ("outcome", "nodeid", "checkpoint", "node", "worker", "opening_sha256", "batch")
 _WHOLE_NUMBERS = ("task_index", "repeat", "rounds", "prompt_tokens", "completion_tokens", "generation")
-_OPTIONAL_WHOLE_NUMBERS = ("max_rounds",)
+_OPTIONAL_WHOLE_NUMBERS = ("max_rounds", "sample")
 #: (a non-finite float is written as null, with the record's ``non_finite`` naming it)
 _OPTIONAL_NUMBERS = ("reward", "min_reward", "score", "duration_s")
 _LISTS = ("turns", "retried")
-_OPTIONAL_MAPPINGS = ("error", "sampling")
+_OPTIONAL_MAPPINGS = ("error", "sampling", "tokens")
 #: A turn's fields (its numbers may be null: a non-finite one is written as null).
 _TURN_STRINGS = ("observation", "reply", "feedback")
 _TURN_NUMBERS = ("reward", "score", "model_latency_s", "env_latency_s")
@@ -256,6 +287,8 @@ def _wrong_field(data: dict[str, Any], finite: bool = True) -> tuple[str, str, A
     for name in _OPTIONAL_MAPPINGS:
         if get(name) is not None and not isinstance(get(name), dict):
             return name, "an object or null", get(name)
+    if get("opening") is not None and not _messages(get("opening")):
+        return "opening", "a list of {role, content} strings or null", get("opening")
     if get("error") is not None:
         found = _wrong_error(get("error"), "error")
         if found is not None:
@@ -279,6 +312,8 @@ def _plain_turn(turn: Any) -> bool:
         return False
     get = turn.get
     index, action, data = get("index"), get("action"), get("token_data")
+    if get("sent") is not None:
+        return False
     if (type(index) is not int or not 0 <= index <= MAX_WHOLE or type(get("observation")) is not str
             or type(get("reply")) is not str or type(get("feedback")) is not str
             or (action is not None and type(action) is not str) or type(get("done")) is not bool
@@ -327,7 +362,16 @@ def _wrong_turn(turn: Any, where: str, finite: bool = True) -> tuple[str, str, A
             return f"{where}.{name}", wrong, get(name)
     if get("token_data") is not None and not isinstance(get("token_data"), dict):
         return f"{where}.token_data", "an object or null", get("token_data")
+    if get("sent") is not None and not _messages(get("sent")):
+        return f"{where}.sent", "a list of {role, content} strings or null", get("sent")
     return None
+
+
+def _messages(value: Any) -> bool:
+    """Whether ``value`` is a list of chat messages ({role, content} strings)."""
+    return isinstance(value, (list, tuple)) and all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+        for m in value)
 
 
 def _wrong_whole(value: Any, low: int, *, optional: bool = False, strict: bool = True) -> str:

@@ -2,6 +2,8 @@
 
     reports/<run_id>/run.json         RunInfo: settings, versions, start/end, status, gates
     reports/<run_id>/episodes.jsonl   one EpisodeRecord per line, appended as each finishes
+    reports/<run_id>/prompts.jsonl    each opening (instruction messages) once, by hash
+    reports/<run_id>/tokens.jsonl     token views, when the endpoint sent token ids
     reports/<run_id>/logs/            server and endpoint logs
     reports/latest -> <run_id>        the newest run
 
@@ -26,6 +28,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from pytest_agentgym.results.conversation import PROMPTS_FILE, TOKENS_FILE, opening_line, tokens_line
 from pytest_agentgym.results.jsonl import (
     ResultsWriteError,
     SkippedLine,
@@ -52,6 +55,9 @@ class RunDir:
         #: records of episodes.jsonl that the last read left out: a second record of one
         #: (env, task, repeat) in one generation (the first written counts)
         self.duplicates: list[Duplicate] = []
+        #: openings this object wrote to prompts.jsonl (another process may write one again:
+        #: its reader keeps one per hash)
+        self._openings_written: set[str] = set()
 
     @classmethod
     def create(cls, root: str | Path, run_id: str) -> "RunDir":
@@ -99,9 +105,21 @@ class RunDir:
 
     def append_episode(self, record: EpisodeRecord) -> None:
         """Append one record to episodes.jsonl: the whole line or nothing (see
-        :func:`pytest_agentgym.results.jsonl.append_line`). Raises :class:`ResultsWriteError`
-        (an OSError) naming the file, the error and what to do."""
-        append_line(self.episodes_file, redact_data(record.to_dict()), then=self.resume_advice)
+        :func:`pytest_agentgym.results.jsonl.append_line`). Its opening messages go to
+        prompts.jsonl the first time this run directory sees them, its token view to
+        tokens.jsonl (:mod:`pytest_agentgym.results.conversation`), both before the record's
+        line. Raises :class:`ResultsWriteError` (an OSError) naming the file, the error and
+        what to do."""
+        data = record.to_dict()
+        opening, tokens = data.pop("opening", None), data.pop("tokens", None)
+        sha = record.opening_sha256
+        if opening is not None and sha is not None and sha not in self._openings_written:
+            append_line(self.path / PROMPTS_FILE, redact_data(opening_line(sha, opening)),
+                        then=self.resume_advice)
+            self._openings_written.add(sha)
+        if tokens is not None:
+            append_line(self.path / TOKENS_FILE, tokens_line(record, tokens), then=self.resume_advice)
+        append_line(self.episodes_file, redact_data(data), then=self.resume_advice)
 
     def read(self) -> EpisodesFile:
         """episodes.jsonl as every reader reads it

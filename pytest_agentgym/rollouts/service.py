@@ -87,7 +87,6 @@ class Pending:
     id: int
     sample: int
     future: concurrent.futures.Future[EpisodeRecord]
-    adapter: EnvAdapter
 
     def answer(self) -> dict[str, Any]:
         """The answer of a finished rollout (a cancelled one is a harness error)."""
@@ -97,7 +96,7 @@ class Pending:
             return self._failed("Cancelled", "the rollout service stopped before this rollout finished")
         except Exception as exc:  # noqa: BLE001 - a bug in the harness: say so in this rollout only
             return self._failed(type(exc).__name__, f"the harness failed on this rollout: {exc}")
-        return rollout_answer(record, self.adapter, id=self.id, sample=self.sample)
+        return rollout_answer(record, id=self.id, sample=self.sample)
 
     def _failed(self, kind: str, message: str) -> dict[str, Any]:
         return {"id": self.id, "sample": self.sample, "reward": None, "success": False, "messages": [],
@@ -138,6 +137,7 @@ class RolloutService:
         self._env_lock = threading.Lock()
         self._repeats: dict[tuple[str, int], int] = {}
         self._keys = itertools.count(1)
+        self._batches = itertools.count(1)
         self.finished = 0
         #: why a record could not be appended to episodes.jsonl (the rollout is still answered)
         self.write_error: str | None = None
@@ -287,7 +287,7 @@ class RolloutService:
     def _record(self, record: EpisodeRecord) -> None:
         """Engine thread: keep the rollout in the run directory and publish it."""
         try:
-            self.ledger.append(without_token_data(record))
+            self.ledger.append(without_token_data(record))  # the token view stays (tokens.jsonl)
         except OSError as exc:  # store.ResultsWriteError: the answer still goes out
             self.write_error = str(exc)
             log.error("rollout %s not written: %s", record.episode_id, exc)
@@ -351,22 +351,23 @@ class RolloutService:
         try:
             name = batch.spec.name
             error = self.ensure_env(name)
-            adapter = self.adapters[name]
             engine = None if error is not None else self.engine_for(batch.base_url, batch.model)
             if self.stopping:
                 error = None  # each rollout cancelled, none recorded: the run is over
             rules = self.node.rules(self.run_id)
             rounds, budget = rules.rounds(batch.spec, batch.max_rounds), rules.timeout()
+            batch_id = f"{self.run_id}:b{next(self._batches)}"
             for task in batch.ids:
                 for sample in range(batch.n):
                     request = build(run_id=self.run_id, spec=batch.spec, task_index=task,
                                     repeat=self._repeat(name, task), max_rounds=rounds, timeout_s=budget,
-                                    retries=rules.retries, node=self.node.name, sampling=batch.sampling_for(sample))
+                                    retries=rules.retries, node=self.node.name, sampling=batch.sampling_for(sample),
+                                    batch=batch_id, sample=sample)
                     if error is not None:
                         future = self._errored(request, batch.model, error)
                     else:
                         future = self._queue(engine, request)
-                    pending.append(Pending(task, sample, future, adapter))
+                    pending.append(Pending(task, sample, future))
                     future.add_done_callback(self._release)
         except BaseException:
             self._release(count=batch.size - len(pending))
@@ -390,7 +391,8 @@ class RolloutService:
     def _errored(self, request: EpisodeRequest, model: str, error: ErrorInfo) -> concurrent.futures.Future:
         record = EpisodeRecord.errored(
             request.run_id, request.spec.name, request.task_index, request.repeat, error, started_at=_now(),
-            model=model, node=request.node, max_rounds=request.limits.max_rounds, sampling=dict(request.sampling))
+            model=model, node=request.node, max_rounds=request.limits.max_rounds, sampling=dict(request.sampling),
+            batch=request.batch, sample=request.sample)
         self._record(record)
         future: concurrent.futures.Future[EpisodeRecord] = concurrent.futures.Future()
         future.set_result(record)

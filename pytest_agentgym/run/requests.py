@@ -30,14 +30,15 @@ if TYPE_CHECKING:  # the episode module brings the environment client (httpx, ji
 
 def build(*, run_id: str, spec: EnvSpec, task_index: int, repeat: int, max_rounds: int, timeout_s: float,
           retries: int, sampling: Mapping[str, Any] | None = None, min_reward: float | None = None,
-          nodeid: str | None = None, node: str | None = None, checkpoint: str | None = None) -> EpisodeRequest:
+          nodeid: str | None = None, node: str | None = None, checkpoint: str | None = None,
+          batch: str | None = None, sample: int | None = None) -> EpisodeRequest:
     """A request whose limits and sampling are already decided."""
     from pytest_agentgym.engine.episode import EpisodeLimits, EpisodeRequest
 
     return EpisodeRequest(run_id=run_id, spec=spec, task_index=task_index, repeat=repeat,
                           limits=EpisodeLimits(max_rounds=max_rounds, timeout_s=timeout_s, retries=retries),
                           min_reward=min_reward, nodeid=nodeid, node=node, checkpoint=checkpoint,
-                          sampling=dict(sampling or {}))
+                          sampling=dict(sampling or {}), batch=batch, sample=sample)
 
 
 @dataclass(frozen=True)

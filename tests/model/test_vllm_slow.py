@@ -35,7 +35,7 @@ from helpers.run_dirs import read_episodes
 
 pytestmark = pytest.mark.slow
 
-TINY_QWEN3 = REPO / "tests" / "tiny_qwen3.py"
+TINY_QWEN3 = REPO / "tests" / "helpers" / "tiny_qwen3.py"
 #: vLLM on CPU: a small KV cache (GiB), eager mode, a short context
 CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
 

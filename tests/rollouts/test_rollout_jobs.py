@@ -14,7 +14,7 @@ def _pending(count: int, done: bool = True) -> list[Pending]:
         future: concurrent.futures.Future = concurrent.futures.Future()
         if done:
             future.cancel()  # finished, as far as a job is concerned
-        items.append(Pending(index, 0, future, adapter=None))  # type: ignore[arg-type]
+        items.append(Pending(index, 0, future))
     return items
 
 

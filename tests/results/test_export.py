@@ -1,0 +1,173 @@
+"""Whole trajectories on disk and ``pytest-agentgym export``: a run's records rebuild the
+exact conversations the model was sent.
+
+The round trips use a real endpoint that keeps every conversation it was sent
+(tests/helpers/logprob_model.py, ``GET /requests``): a pytest run, the rollout
+service and an AgentBench run (whose task server rewrites earlier turns) write their
+run directories, export writes them as training data, and what is loaded back is
+compared with what the endpoint received, request for request.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from collections import Counter
+
+import httpcore._backends.sync  # noqa: F401  (see below)
+import httpx
+import pytest
+from helpers import TESTS, pythonpath
+from helpers.agentbench_server import command as agentbench_command
+from helpers.logprob_model import MODEL
+from helpers.projects import make_project, run, suite
+from helpers.rollout_services import post, reference_agent, rollout_server
+
+from pytest_agentgym.model.reference import tokens as T
+from pytest_agentgym.process.managed import ManagedServer, free_port
+from pytest_agentgym.results.conversation import PROMPTS_FILE, TOKENS_FILE
+
+# pytester restores sys.modules after each test, so what httpx imports on its first connection
+# is imported here, before: else a later test's refused connection raises another ConnectError
+# class than the one httpx maps (and the health probe lets it through).
+
+TOKENS = "--agentgym-sampling=return_token_ids=true,logprobs=true"
+
+
+def recording_model(log_dir, **env) -> ManagedServer:
+    return ManagedServer("logprob-model", command=[sys.executable, str(TESTS / "helpers" / "logprob_model.py"),
+                                                   "{port}"],
+                         port=free_port(), log_path=log_dir / "logprob-model.log", startup_timeout=60,
+                         env={"PYTHONPATH": pythonpath(TESTS.parent, TESTS), **env}).start()
+
+
+def sent_to(model: ManagedServer) -> Counter:
+    """Every conversation the endpoint was sent, as a multiset."""
+    return Counter(json.dumps(m) for m in httpx.get(f"{model.url}/requests", timeout=10).json())
+
+
+def export(run_dir, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest_agentgym", "export", str(run_dir), *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def rows(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_pytest_run_exports_the_conversations_its_model_was_sent(pytester, tmp_path):
+    model = recording_model(tmp_path)
+    try:
+        node = make_project(pytester)
+        suite(pytester, "maze", "environment: Maze\ntasks: 0-2\n")
+        suite(pytester, "wordle", "environment: Wordle\ntasks: 0-1\n")
+        result = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-run-id=r1",
+                     f"--agentgym-base-url={model.url}/v1", f"--agentgym-model={MODEL}", TOKENS)
+        assert result.ret == 0, result.stdout.str()[-2000:]
+        sent = sent_to(model)
+    finally:
+        model.stop()
+    run_dir = pytester.path / "reports" / "r1"
+    # each opening once, by hash: two environments, two openings
+    assert len(rows(run_dir / PROMPTS_FILE)) == 2
+    assert len(rows(run_dir / TOKENS_FILE)) == 5
+
+    done = export(run_dir, "--format", "turns-jsonl")
+    assert done.returncode == 0, done.stderr
+    turns = rows(run_dir / "export" / "turns-jsonl.jsonl")
+    assert Counter(json.dumps(r["messages"][:-1]) for r in turns) == sent  # request for request
+    assert all(r["completion_ids"] and len(r["logprobs"]) == len(r["completion_ids"]) for r in turns)
+
+    done = export(run_dir)  # chat-jsonl: the last conversation of each episode and its reply
+    assert done.returncode == 0 and "5 episodes written" in done.stdout, done.stderr
+    chats = rows(run_dir / "export" / "chat-jsonl.jsonl")
+    assert len(chats) == 5 and all(sent[json.dumps(r["messages"][:-1])] == 1 for r in chats)
+    assert all(r["messages"][-1]["role"] == "assistant" and r["tokens"]["completion_ids"] for r in chats)
+
+
+def test_an_hf_dataset_export_loads_back_with_datasets(pytester, tmp_path):
+    pytest.importorskip("datasets")
+    node = make_project(pytester)
+    suite(pytester, "textcraft", "environment: TextCraft\ntasks: 0-3\n")
+    result = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-run-id=hf")
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    run_dir = pytester.path / "reports" / "hf"
+    assert export(run_dir).returncode == 0
+    out = tmp_path / "dataset"
+    done = export(run_dir, "--format", "hf-dataset", "--only", "success", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    # loaded in a child: importing datasets changes httpx's transport in the importing process
+    script = ("import datasets, json, sys; d = datasets.load_dataset(sys.argv[1], split='train'); "
+              "print(json.dumps([r['messages'] for r in d]))")
+    loading = subprocess.run([sys.executable, "-c", script, str(out)], capture_output=True, text=True, timeout=300)
+    assert loading.returncode == 0, loading.stderr[-2000:]
+    loaded = json.loads(loading.stdout.splitlines()[-1])
+    chats = rows(run_dir / "export" / "chat-jsonl.jsonl")
+    assert loaded == [r["messages"] for r in chats if r["success"]]
+    assert len(loaded) == sum(r["success"] for r in chats) > 0
+
+
+def test_rollout_service_records_keep_tokens_batch_and_sample_and_export_them(tmp_path):
+    agent = reference_agent(tmp_path)
+    service = rollout_server(tmp_path / "service", "--node", "local", "--concurrency", "4")
+    try:
+        body = {"env": "maze", "model": "reference", "base_url": agent.url, "ids": [0, 1], "n": 2,
+                "sampling": {"temperature": 1.0, "return_token_ids": True, "logprobs": True}}
+        first, second = (post(service, body).json()["rollouts"] for _ in range(2))
+    finally:
+        service.stop()
+        agent.stop()
+    answers = first + second
+    assert {r["batch"] for r in first} != {r["batch"] for r in second} and len({r["batch"] for r in first}) == 1
+    run_dir = tmp_path / "service" / "reports" / "rollouts"
+    done = export(run_dir)
+    assert done.returncode == 0, done.stderr
+    exported = {r["episode_id"]: r for r in rows(run_dir / "export" / "chat-jsonl.jsonl")}
+    assert len(exported) == len(answers) == 8
+    for answer in answers:
+        row = exported[answer["episode_id"]]
+        assert row["messages"] == answer["messages"][:-1]  # the answer ends with the last feedback
+        assert (row["batch"], row["sample"], row["tokens"]) == (answer["batch"], answer["sample"], answer["tokens"])
+        view = answer["tokens"]
+        assert view["rerendered"] is None
+        policy = [m["content"] for m in answer["messages"] if m["role"] == "assistant"][1:]  # after the ack
+        spans = [T.decode(view["completion_ids"][a:b]) for a, b in view["turns"]]
+        assert spans == [reply + "<|im_end|>" for reply in policy]
+        assert answer["turn_rewards"][-1] == answer["reward"]
+
+
+def test_a_server_that_rewrites_earlier_turns_is_exported_as_it_was_sent(pytester, monkeypatch, tmp_path):
+    """AgentBench's ALFWorld task drops earlier action lists: each turn's conversation is
+    not the previous one plus reply and feedback, and the record keeps what was sent."""
+    monkeypatch.setenv("AGENTGYM_REFERENCE_POLICIES", "helpers.agentbench_policy:HOUSE")
+    model = recording_model(tmp_path, AGENTGYM_REFERENCE_POLICIES="helpers.agentbench_policy:HOUSE")
+    try:
+        node = make_project(pytester)
+        overrides = {"AgentBench-ALFWorld": {"command": shlex.join(agentbench_command("--max-step", "12")),
+                                             "tasks": "0-2"}}
+        node.write_text(node.read_text().replace(
+            "envs: {servers: spawn}", "envs: {servers: spawn, overrides: " + json.dumps(overrides) + "}"))
+        suite(pytester, "house", "environment: AgentBench-ALFWorld\ntasks: 0-2\n")
+        monkeypatch.setenv("PYTHONPATH", pythonpath(TESTS))
+        result = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-run-id=ab",
+                     f"--agentgym-base-url={model.url}/v1", f"--agentgym-model={MODEL}")
+        assert result.ret == 0, result.stdout.str()[-2000:]
+        sent = sent_to(model)
+    finally:
+        model.stop()
+    run_dir = pytester.path / "reports" / "ab"
+    records = rows(run_dir / "episodes.jsonl")
+    assert any(turn["sent"] for record in records for turn in record["turns"])  # it did rewrite
+    assert export(run_dir, "--format", "turns-jsonl").returncode == 0
+    turns = rows(run_dir / "export" / "turns-jsonl.jsonl")
+    assert Counter(json.dumps(r["messages"][:-1]) for r in turns) == sent
+
+
+def test_export_says_what_is_wrong_and_leaves_out_what_it_cannot_rebuild(tmp_path):
+    not_run = export(tmp_path)
+    assert not_run.returncode == 2 and "has no run.json" in not_run.stderr
+    bad = subprocess.run([sys.executable, "-m", "pytest_agentgym", "export", str(tmp_path), "--format", "csv"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "invalid choice: 'csv'" in bad.stderr
