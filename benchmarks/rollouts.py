@@ -12,6 +12,15 @@ and all its model time over the concurrency, so 1.0 means the harness added
 nothing. Concurrencies are measured interleaved (one batch each, in turn).
 
     python benchmarks/rollouts.py [--concurrency 8 32 128] [--repeats 3] [--delay-ms 200]
+
+With ``--tokens`` each batch asks for token ids and logprobs (``return_token_ids``,
+``logprobs``) and the model answers them in vLLM's shapes from the reference agent's
+byte-level tokenizer (about four times the ids a BPE tokenizer gives the same text, so
+the cost of carrying them is overstated), and each rollout's token view is checked to be
+there. With ``--before TREE`` the service also runs from another checkout (its
+``pytest_agentgym`` first on PYTHONPATH), interleaved batch for batch with this one:
+
+    python benchmarks/rollouts.py --tokens --before /work/before --concurrency 32 128
 """
 
 # no `from __future__ import annotations`: FastAPI reads the model's annotations at runtime
@@ -43,6 +52,7 @@ def serve_model(port: int, delay_ms: float) -> None:
     from fastapi import FastAPI, Request
 
     from pytest_agentgym.model.reference.server import load_policies
+    from pytest_agentgym.model.reference.tokens import token_fields
 
     policies = load_policies()
     app = FastAPI()
@@ -57,23 +67,30 @@ def serve_model(port: int, delay_ms: float) -> None:
         messages = body["messages"]
         policy = policies.find(messages)
         reply = policy.reply(messages, random.Random(0)) if policy else "Action: inventory"
+        beside, in_choice = token_fields(body, messages, reply)
         await asyncio.sleep(delay_ms / 1000.0)
-        return {"id": "x", "object": "chat.completion", "created": 0, "model": "fixed-delay",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}],
+        return {"id": "x", "object": "chat.completion", "created": 0, "model": "fixed-delay", **beside,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop",
+                             **in_choice}],
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
 
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
-def start(name: str, command: list[str], workdir: Path) -> ManagedServer:
+def start(name: str, command: list[str], workdir: Path, tree: Path | None = None) -> ManagedServer:
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))} if tree else None
     return ManagedServer(name, command=command, log_path=workdir / f"{name}.log", startup_timeout=60,
-                         label=name, cwd=workdir).start()
+                         label=name, cwd=workdir, env=env).start()
+
+
+#: what a batch asks the model for with --tokens
+TOKENS = {"return_token_ids": True, "logprobs": True}
 
 
 def batch(service: ManagedServer, model_url: str, ids: list[int], n: int,
-          env: str = "textcraft") -> tuple[float, list[dict]]:
+          env: str = "textcraft", tokens: bool = False, views: bool = False) -> tuple[float, list[dict]]:
     body = {"env": env, "model": "fixed-delay", "base_url": model_url, "ids": ids, "n": n, "max_round": 10,
-            "sampling": {"temperature": 1.0}}
+            "sampling": {"temperature": 1.0, **(TOKENS if tokens else {})}}
     started = time.perf_counter()
     answer = httpx.post(f"{service.url}/rollouts", json=body, timeout=600)
     wall = time.perf_counter() - started
@@ -82,6 +99,8 @@ def batch(service: ManagedServer, model_url: str, ids: list[int], n: int,
     errors = [r["error"] for r in rollouts if r["error"]]
     if errors:
         raise SystemExit(f"{len(errors)} rollout(s) failed, e.g. {errors[0]}")
+    if views and not all(r.get("tokens") and r["tokens"]["rerendered"] is None for r in rollouts):
+        raise SystemExit("a rollout came back without a whole token view")
     return wall, rollouts
 
 
@@ -122,6 +141,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="batches per concurrency (default: 3)")
     parser.add_argument("--delay-ms", type=float, default=200.0, help="model answer delay (default: 200)")
     parser.add_argument("--env", default="textcraft", help="environment (default: textcraft)")
+    parser.add_argument("--tokens", action="store_true", help="ask for token ids and logprobs (token views)")
+    parser.add_argument("--before", type=Path, default=None,
+                        help="also run the service from this checkout, interleaved (arms: before, after)")
     parser.add_argument("--serve-model", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_model is not None:
@@ -131,35 +153,41 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="bench-rollouts-"))
     model = start("model", [sys.executable, str(HERE), "--serve-model", "{port}", "--delay-ms", str(args.delay_ms)],
                   workdir)
+    arms = [("after", None)] if args.before is None else [("before", args.before.resolve()), ("after", None)]
     services = {}
     try:
-        for c in args.concurrency:
-            services[c] = start(f"service-c{c}", [sys.executable, "-m", "pytest_agentgym", "rollout-server",
-                                                  "--port", "{port}", "--concurrency", str(c), "--run-id", f"c{c}"],
-                                workdir)
-            batch(services[c], model.url, [0], 1, args.env)  # warm-up: the TextCraft server, the client
-        results: dict[int, list[tuple[float, float]]] = {c: [] for c in args.concurrency}
-        cpu: dict[int, list[dict[str, float]]] = {c: [] for c in args.concurrency}
-        for _ in range(args.repeats):
+        for arm, tree in arms:
             for c in args.concurrency:
-                before = cpu_seconds(model, services[c])
-                wall, rollouts = batch(services[c], model.url, IDS, N, args.env)
-                after = cpu_seconds(model, services[c])
-                results[c].append((len(rollouts) / wall, ideal(rollouts, args.delay_ms / 1000, c) / wall))
-                cpu[c].append({k: 1000 * (after[k] - before[k]) / len(rollouts) for k in after})
+                key = f"{arm}-c{c}" if args.before else f"c{c}"
+                services[key] = start(f"service-{key}", [sys.executable, "-m", "pytest_agentgym", "rollout-server",
+                                                         "--port", "{port}", "--concurrency", str(c), "--run-id", key],
+                                      workdir, tree)
+                batch(services[key], model.url, [0], 1, args.env, args.tokens)  # warm-up: the server, the client
+        results: dict[str, list[tuple[float, float]]] = {key: [] for key in services}
+        cpu: dict[str, list[dict[str, float]]] = {key: [] for key in services}
+        for _ in range(args.repeats):
+            for key, service in services.items():
+                c = int(key.rsplit("c", 1)[1])
+                before = cpu_seconds(model, service)
+                wall, rollouts = batch(service, model.url, IDS, N, args.env, args.tokens,
+                                       views=args.tokens and not key.startswith("before"))
+                after = cpu_seconds(model, service)
+                results[key].append((len(rollouts) / wall, ideal(rollouts, args.delay_ms / 1000, c) / wall))
+                cpu[key].append({k: 1000 * (after[k] - before[k]) / len(rollouts) for k in after})
         print(f"rollout service, {args.env} ids 0-15 x n={N} ({len(IDS) * N} rollouts, max_round 10), "
-              f"{args.delay_ms:g} ms model, {args.repeats} batches per concurrency, interleaved; "
+              f"{args.delay_ms:g} ms model, {args.repeats} batches per service, interleaved"
+              f"{', token ids and logprobs asked' if args.tokens else ''}; "
               f"{os.cpu_count()} cores, load average {load} at the start, {os.getloadavg()[0]:.1f} at the end:")
-        for c, rows in results.items():
+        for key, rows in results.items():
             rates = [r for r, _ in rows]
             shares = [s for _, s in rows]
-            print(f"  concurrency {c:4d}: {statistics.median(rates):6.1f} rollouts/s "
+            print(f"  {key:>12}: {statistics.median(rates):6.1f} rollouts/s "
                   f"(min {min(rates):.1f}, max {max(rates):.1f}); of ideal {statistics.median(shares):.2f} "
                   f"(min {min(shares):.2f}, max {max(shares):.2f})")
-            print(f"    {phases(workdir / 'reports' / f'c{c}')}")
+            print(f"    {phases(workdir / 'reports' / key)}")
             print("    CPU ms per rollout (medians): " + ", ".join(
-                f"{k} {statistics.median(row[k] for row in cpu[c]):.1f}" for k in cpu[c][0]))
-        print(json.dumps({str(c): rows for c, rows in results.items()}))
+                f"{k} {statistics.median(row[k] for row in cpu[key]):.1f}" for k in cpu[key][0]))
+        print(json.dumps(results))
     finally:
         for service in services.values():
             service.stop()
