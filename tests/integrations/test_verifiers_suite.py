@@ -40,11 +40,21 @@ from pytest_agentgym.publish import load_schema
 from pytest_agentgym.process.health import HEALTH_ENDPOINT, Advice, free_port
 
 HAS_VERIFIERS = importlib.util.find_spec("verifiers") is not None
+if HAS_VERIFIERS:  # likewise: a pytester test that first imports verifiers would drop half of it
+    import verifiers.v1  # noqa: F401
+    from verifiers.v1.env import RunSlot  # noqa: F401
 needs_verifiers = pytest.mark.skipif(
     not HAS_VERIFIERS, reason="the verifiers extra is not installed (pip install 'pytest-agentgym[verifiers]' "
                               "in a virtual environment of its own; docs/training.md)")
 #: what the reference agent's policy earns on the six questions (right on + and -, wrong on *)
 EXPECTED = {0: 1.0, 1: 0.0, 2: 1.0, 3: 0.0, 4: 1.0, 5: 0.0}
+
+
+@pytest.fixture(autouse=True)
+def helpers_importable(monkeypatch):
+    """tests/helpers/ on this process's path too: suites are loaded here (load_suite), and
+    verifiers finds the taskset of vf_arith by its own name."""
+    monkeypatch.syspath_prepend(str(HELPERS))
 
 
 @pytest.fixture
