@@ -30,10 +30,15 @@ from __future__ import annotations
 
 import math
 import re
+from array import array
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 __all__ = ["EpisodeTokens", "Rerendered", "TokenView", "TurnTokens", "episode_tokens", "trajectory", "turn_tokens"]
+
+#: What a non-finite logprob is kept as (strict JSON has no -Infinity): the value vLLM itself
+#: writes for a log probability of minus infinity.
+FLOOR_LOGPROB = -9999.0
 
 #: vLLM's ``return_tokens_as_token_ids`` writes a logprob's token as ``token_id:<id>``.
 _TOKEN_ID = re.compile(r"token_id:(\d+)\Z")
@@ -118,9 +123,14 @@ class TokenView:
 
 
 def _ids(values: Any) -> tuple[int, ...]:
-    if not isinstance(values, (list, tuple)) or not all(
-            isinstance(v, int) and not isinstance(v, bool) for v in values):
-        raise ValueError(f"expected a list of token ids, got {str(values)[:80]}")
+    """``values`` as a tuple of token ids; ``ValueError`` unless it is a list of whole numbers.
+    (Checked by ``array``, in C: a rollout's prompts hold tens of thousands of ids.)"""
+    try:
+        if not isinstance(values, (list, tuple)):
+            raise TypeError
+        array("q", values)
+    except (TypeError, OverflowError):
+        raise ValueError(f"expected a list of token ids, got {str(values)[:80]}") from None
     return tuple(values)
 
 
@@ -152,13 +162,13 @@ def turn_tokens(token_data: Mapping[str, Any] | None) -> TurnTokens | None:
     prompt_ids, completion_ids = _ids(prompt), _ids(completion)
     logprobs: tuple[float, ...] | None = None
     if entries is not None:
-        values = [e.get("logprob") if isinstance(e, Mapping) else None for e in entries]
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        values = [e.get("logprob") if type(e) is dict else None for e in entries]
+        if not all(type(v) is float or type(v) is int for v in values):
             raise ValueError("a logprobs.content entry has no numeric 'logprob'")
         if len(values) != len(completion_ids):
             raise ValueError(f"{len(values)} logprobs for {len(completion_ids)} sampled tokens: "
                              "they do not align")
-        logprobs = tuple(float(v) if math.isfinite(v) else -math.inf for v in values)
+        logprobs = tuple(float(v) if math.isfinite(v) else FLOOR_LOGPROB for v in values)
     return TurnTokens(prompt_ids, completion_ids, logprobs)
 
 
@@ -229,7 +239,7 @@ def trajectory(token_data: Iterable[Mapping[str, Any] | None]) -> TokenView | No
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     """How many leading ids ``a`` and ``b`` share."""
     limit = min(len(a), len(b))
-    if list(a[:limit]) == list(b[:limit]):
+    if a[:limit] == b[:limit] if type(a) is type(b) else list(a[:limit]) == list(b[:limit]):
         return limit
     return next(i for i in range(limit) if a[i] != b[i])
 

@@ -112,10 +112,12 @@ def test_no_ids_no_view_and_misaligned_logprobs_are_an_error():
         turn_tokens(dict(data[0], token_ids=["a"]))
 
 
-def test_a_non_finite_logprob_is_minus_infinity():
+def test_a_non_finite_logprob_is_kept_as_vllms_floor_so_the_view_stays_strict_json():
     data, _ = played()
     data[0]["logprobs"]["content"][0]["logprob"] = float("nan")
-    assert math.isinf(turn_tokens(data[0]).logprobs[0])
+    data[0]["logprobs"]["content"][1]["logprob"] = float("-inf")
+    assert turn_tokens(data[0]).logprobs[:2] == (-9999.0, -9999.0)
+    assert all(math.isfinite(v) for v in trajectory(data).completion_logprobs if v is not None)
 
 
 def test_the_stored_form_round_trips_and_refuses_what_is_not_a_view():
