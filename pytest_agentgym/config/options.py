@@ -164,7 +164,7 @@ OPTIONS: tuple[Option, ...] = (
            "its threshold gates) can no longer change; its tasks are played in a seeded random order"),
     Option("reports", "DIR", "where runs are written", parse_text, "reports"),
     Option("run_id", "ID", "name of this run's directory", parse_run_id, "a timestamp"),
-    Option("seed", "N", "sampling seed sent to the model", parse_non_negative_int, "none"),
+    Option("seed", "N", "sampling seed: each model call sends one drawn from it, the task and the turn", parse_non_negative_int, "none"),
     Option("sampling", "K=V,...", "sampling sent to the model, over the node's and the suites' "
            "(e.g. temperature=0,max_tokens=512)", parse_sampling, "node, then suite"),
     Option("max_error_rate", "X", "share of an environment's episodes that may error before its gates "

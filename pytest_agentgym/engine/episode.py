@@ -21,6 +21,7 @@ while the model answers its first round, ``model:EndpointTimeout``.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -119,6 +120,20 @@ def retryable(exc: BaseException) -> bool:
     return not isinstance(exc, RequestRejected)
 
 
+def turn_sampling(sampling: dict[str, Any], task_index: int, turn: int) -> dict[str, Any]:
+    """What one model call sends: the episode's sampling, its ``seed`` (when it has one)
+    replaced by a seed drawn from it, the task and the turn. One seed for every call would
+    give each turn, and every task, the same random draws: with a weak model, the same
+    reply on every turn (measured with vLLM: 29 of 32 seeded rollouts of SmolLM2). The
+    record keeps the episode's seed; the calls' seeds follow from it, so a seeded run is
+    still played again the same."""
+    seed = sampling.get("seed")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        return sampling
+    digest = hashlib.sha256(f"{seed}:{task_index}:{turn}".encode()).digest()
+    return {**sampling, "seed": int.from_bytes(digest[:4], "big") >> 1}  # 0 to 2**31 - 1
+
+
 class _Attempt:
     """The mutable state of one attempt, turned into a record at the end."""
 
@@ -160,7 +175,8 @@ async def _play(
             attempt.model_asked_at = time.monotonic()
             try:
                 completion = await model.complete(
-                    messages, budget_s=remaining + MODEL_BUDGET_SLACK_S, sampling=request.sampling
+                    messages, budget_s=remaining + MODEL_BUDGET_SLACK_S,
+                    sampling=turn_sampling(request.sampling, request.task_index, index),
                 )
             except ContextLengthExceeded:
                 return "context_length"  # AgentGym stops when the prompt reaches its maximum

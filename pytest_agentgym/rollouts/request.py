@@ -79,7 +79,8 @@ class RolloutBatch:
     seed: int | None
 
     def sampling_for(self, sample: int) -> dict[str, Any]:
-        """What sample ``sample`` (0-based) of an id sends: sample k gets seed + k, so a
+        """What sample ``sample`` (0-based) of an id is played with: sample k gets seed + k
+        (each model call then sends a seed drawn from it, the task and the turn), so a
         group of n differs and is reproducible; no seed is sent when none is given."""
         if self.seed is None:
             return dict(self.sampling)
