@@ -12,6 +12,7 @@ import json
 import random
 import signal
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -106,6 +107,16 @@ def test_a_60_episode_run_over_3_workers_survives_a_worker_killed_mid_episode(tm
     assert single.returncode == 0, single.stdout + single.stderr
     local = keyed(read_episodes(root / "reports" / "single"))
     assert {k: r["reward"] for k, r in keyed(rows).items()} == {k: r["reward"] for k, r in local.items()}
+
+    # the results the workers sent keep what rebuilds each conversation: both runs export the same ones
+    def exported(run_id: str) -> dict:
+        done = subprocess.run([sys.executable, "-m", "pytest_agentgym", "export", str(root / "reports" / run_id)],
+                              capture_output=True, text=True, env=env_with_repo(), timeout=120)
+        assert done.returncode == 0, done.stderr
+        lines = (root / "reports" / run_id / "export" / "chat-jsonl.jsonl").read_text().splitlines()
+        return {(r["env"], r["task_index"]): r["messages"] for r in map(json.loads, lines)}
+
+    assert exported("fleet") == exported("single") and len(exported("fleet")) == 60
 
 
 def test_a_nats_server_restart_mid_run_loses_nothing_and_counts_nothing_twice(tmp_path, fleet, nats):
