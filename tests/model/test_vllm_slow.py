@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import subprocess
 import sys
@@ -28,7 +27,7 @@ import pytest
 from pytest_agentgym.model.endpoint_settings import ModelSettings
 from pytest_agentgym.model.endpoints import choose_endpoint
 from pytest_agentgym.model.vllm import LaunchError, VLLMServer
-from pytest_agentgym.model.vllm_options import VLLM_PYTHON_ENV, VLLMOptions
+from pytest_agentgym.model.vllm_options import VLLMOptions
 
 from helpers import REPO
 from helpers.run_dirs import read_episodes
@@ -38,20 +37,6 @@ pytestmark = pytest.mark.slow
 TINY_QWEN3 = REPO / "tests" / "helpers" / "tiny_qwen3.py"
 #: vLLM on CPU: a small KV cache (GiB), eager mode, a short context
 CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
-
-
-@pytest.fixture(scope="module")
-def vllm_python() -> str:
-    python = os.environ.get(VLLM_PYTHON_ENV)
-    if not python:
-        pytest.skip(f"set {VLLM_PYTHON_ENV} to a python that has vLLM, transformers and tokenizers "
-                    f"(docs/vllm-cpu.md)")
-    probe = subprocess.run([python, "-c", "import vllm, transformers, tokenizers"],
-                           capture_output=True, text=True, timeout=180)
-    if probe.returncode != 0:
-        pytest.skip(f"vLLM is not importable by {python} ({VLLM_PYTHON_ENV}): "
-                    f"{probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else 'exit ' + str(probe.returncode)}")
-    return python
 
 
 def build_tiny_qwen3(python: str, output: Path, positions: int) -> Path:
