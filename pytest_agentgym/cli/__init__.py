@@ -323,9 +323,7 @@ def _report(args: argparse.Namespace) -> int:
     from pytest_agentgym.report.render import render_run_dir
     from pytest_agentgym.results.store import RunDir
 
-    refusal = not_a_run_dir(Path(args.run_dir))
-    if refusal is not None:
-        print(f"pytest-agentgym report: {refusal}", file=sys.stderr)
+    if _refused("report", args.run_dir):
         return 2
     info = settle_crashed(RunDir(args.run_dir))  # a run left "running" by a dead process
     if info is not None and info.status == "crashed":
@@ -341,9 +339,7 @@ def _export(args: argparse.Namespace) -> int:
     from pytest_agentgym.results.export import export_run
     from pytest_agentgym.results.jsonl import ResultsWriteError
 
-    refusal = not_a_run_dir(Path(args.run_dir))
-    if refusal is not None:
-        print(f"pytest-agentgym export: {refusal}", file=sys.stderr)
+    if _refused("export", args.run_dir):
         return 2
     try:
         with _reader_warnings("export"):
@@ -358,6 +354,14 @@ def _export(args: argparse.Namespace) -> int:
         print("pytest-agentgym export: nothing to export (exit 1)", file=sys.stderr)
         return 1
     return 0
+
+
+def _refused(command: str, run_dir: str) -> bool:
+    """Whether ``run_dir`` is refused as no run directory (then said in one line on stderr)."""
+    refusal = not_a_run_dir(Path(run_dir))
+    if refusal is not None:
+        print(f"pytest-agentgym {command}: {refusal}", file=sys.stderr)
+    return refusal is not None
 
 
 def not_a_run_dir(path: Path) -> str | None:

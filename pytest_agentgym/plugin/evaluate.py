@@ -19,7 +19,6 @@ from typing import Any, Sequence
 import pytest
 
 
-
 @dataclass(frozen=True)
 class Evaluation:
     """What one :func:`evaluate` call concluded."""

@@ -24,8 +24,9 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
+from pytest_agentgym.results.jsonl import parse_line, read_numbered
 from pytest_agentgym.results.records import EpisodeRecord
 from pytest_agentgym.results.tokens import EpisodeTokens
 
@@ -123,48 +124,44 @@ class Sidecars:
 
 
 def read_sidecars(run_dir: Path, *, tokens: bool = True) -> Sidecars:
-    """prompts.jsonl and (``tokens``) tokens.jsonl of ``run_dir``; missing files are empty."""
+    """prompts.jsonl and (``tokens``) tokens.jsonl of ``run_dir``, read as every JSON Lines file
+    of a run is (:func:`~pytest_agentgym.results.jsonl.read_numbered`); missing files are empty."""
     found = Sidecars()
-    for number, data in _lines(run_dir / PROMPTS_FILE, found.skipped):
-        sha, messages = data.get("sha256"), data.get("messages")
-        if not isinstance(sha, str) or not _is_messages(messages):
-            found.skipped.append(f"{PROMPTS_FILE}:{number}: not {{sha256, messages}}")
-            continue
-        if opening_key(messages)[0] != sha:
-            found.skipped.append(f"{PROMPTS_FILE}:{number}: its messages do not hash to its sha256")
-            continue
-        found.openings[sha] = tuple(dict(m) for m in messages)
+    openings, skipped = read_numbered(run_dir / PROMPTS_FILE, _opening, parse=_parse)
+    found.openings.update(opening for _, _, opening in openings)
     if tokens:
-        for number, data in _lines(run_dir / TOKENS_FILE, found.skipped):
-            try:
-                key = (str(data["episode_id"]), int(data.get("generation", 1)))
-                found.tokens[key] = EpisodeTokens.from_dict(data["tokens"])
-            except (KeyError, TypeError, ValueError) as exc:
-                found.skipped.append(f"{TOKENS_FILE}:{number}: {exc}")
+        views, more = read_numbered(run_dir / TOKENS_FILE, _tokens, parse=_parse)
+        found.tokens.update(view for _, _, view in views)
+        skipped += more
+    found.skipped = [f"{Path(line.path).name}:{line.line}: {line.reason}" for line in skipped]
     return found
+
+
+def _parse(raw: bytes) -> Any:
+    try:
+        return parse_line(raw)
+    except ValueError:  # JSONDecodeError, UnicodeDecodeError
+        raise ValueError("not JSON (a torn line?)") from None
+
+
+def _opening(data: Any) -> tuple[str, tuple[Message, ...]]:
+    """A line of prompts.jsonl: (its hash, its messages), checked against each other."""
+    sha, messages = (data.get("sha256"), data.get("messages")) if isinstance(data, dict) else (None, None)
+    if not isinstance(sha, str) or not _is_messages(messages):
+        raise ValueError("not {sha256, messages}")
+    if opening_key(messages)[0] != sha:
+        raise ValueError("its messages do not hash to its sha256")
+    return sha, tuple(dict(m) for m in messages)
+
+
+def _tokens(data: Any) -> tuple[tuple[str, int], EpisodeTokens]:
+    """A line of tokens.jsonl: ((episode id, generation), its token view)."""
+    if not isinstance(data, dict):
+        raise ValueError("not an object")
+    return (str(data["episode_id"]), int(data.get("generation", 1))), EpisodeTokens.from_dict(data["tokens"])
 
 
 def _is_messages(value: Any) -> bool:
     return isinstance(value, list) and all(
         isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
         for m in value)
-
-
-def _lines(path: Path, skipped: list[str]) -> Iterable[tuple[int, dict[str, Any]]]:
-    try:
-        handle = path.open("rb")
-    except FileNotFoundError:
-        return
-    with handle:
-        for number, raw in enumerate(handle, 1):
-            if not raw.strip():
-                continue
-            try:
-                data = json.loads(raw)
-            except ValueError:
-                skipped.append(f"{path.name}:{number}: not JSON (a torn line?)")
-                continue
-            if not isinstance(data, dict):
-                skipped.append(f"{path.name}:{number}: not an object")
-                continue
-            yield number, data

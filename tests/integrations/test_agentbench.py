@@ -18,6 +18,7 @@ import signal
 import httpx
 import pytest
 from helpers import TESTS, pythonpath
+from helpers.agentbench_play import play as play_sample
 from helpers.agentbench_server import command
 from helpers.projects import episodes, make_project, run, suite
 
@@ -43,19 +44,8 @@ def spec(name: str, **options):
 
 
 async def play(url: str, env: str, index: int, replies: list[str], **options):
-    """Open sample ``index`` and send each reply while it runs; (opening, results, client)."""
-    adapter = adapter_class(env)()
-    client = adapter.make_client(spec(env, **options), url)
-    async with client:
-        opening = await adapter.open(client, index)
-        results = []
-        for reply in replies:
-            results.append(adapter.read_step(await client.step(opening.env_id, adapter.parse_action(reply).action)))
-            if results[-1].done:
-                break
-        still_running = set(client.running)
-        await client.close(opening.env_id)
-    return opening, results, still_running
+    """Open sample ``index`` and send each reply while it runs; (opening, results, running)."""
+    return await play_sample(spec(env, **options), url, index, replies)
 
 
 def sessions(url: str) -> dict:

@@ -23,9 +23,9 @@ import httpx
 import pytest
 from helpers import TESTS, pythonpath
 from helpers import agentbench_upstream as upstream
+from helpers.agentbench_play import play as play_sample
 from helpers.projects import episodes, make_project, run, suite
 
-from pytest_agentgym.envs import adapter_class
 from pytest_agentgym.envs.protocol import EnvHTTPError
 from pytest_agentgym.envs.spec import load_default_specs
 
@@ -53,17 +53,7 @@ def spec(**options):
 
 async def play(url: str, index: int, replies: list[str], **options):
     """Open sample ``index``, send each reply while it runs, close; (opening, results, running)."""
-    adapter = adapter_class(ENV)()
-    async with adapter.make_client(spec(**options), url) as client:
-        opening = await adapter.open(client, index)
-        results = []
-        for reply in replies:
-            results.append(adapter.read_step(await client.step(opening.env_id, adapter.parse_action(reply).action)))
-            if results[-1].done:
-                break
-        running = set(client.running)
-        await client.close(opening.env_id)
-    return opening, results, running
+    return await play_sample(spec(**options), url, index, replies)
 
 
 def test_a_sample_opens_with_agentbench_prompt_and_plays_turn_by_turn(stack):
