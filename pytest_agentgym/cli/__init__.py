@@ -72,20 +72,25 @@ def _parser() -> argparse.ArgumentParser:
                              "(default: compressed only for large runs)")
 
     export = sub.add_parser(
-        "export", help="write a run's episodes as training data (chat JSONL, per-turn JSONL, a Hugging Face dataset)",
+        "export", help="write a run's episodes as training data (chat JSONL, per-turn JSONL, a Hugging Face dataset) "
+                       "or as a CSV table",
         description="Rebuilds each episode's conversation exactly as the model saw it (the run keeps the opening "
                     "messages in prompts.jsonl) and writes it with the episode's reward and, when the endpoint "
-                    "sent token ids, its token view. Episodes that ended in an infrastructure error are left out.")
+                    "sent token ids, its token view. Episodes that ended in an infrastructure error are left out. "
+                    "--format csv writes one row per episode of its facts instead (outcome, reward, rounds, time, "
+                    "error, model, tokens), errored episodes included.")
     export.add_argument("run_dir", help="e.g. reports/latest")
-    export.add_argument("--format", default="chat-jsonl", choices=("chat-jsonl", "turns-jsonl", "hf-dataset"),
+    export.add_argument("--format", default="chat-jsonl", choices=("chat-jsonl", "turns-jsonl", "hf-dataset", "csv"),
                         help="chat-jsonl: one conversation per line; turns-jsonl: one line per policy turn "
                              "(the conversation so far and that reply); hf-dataset: a Hugging Face dataset "
-                             "directory (default: chat-jsonl)")
-    export.add_argument("--only", default="scored", choices=("scored", "success"),
-                        help="scored: every episode without an infrastructure error; success: the successful "
-                             "ones (default: scored)")
+                             "directory; csv: one row per episode, for a spreadsheet (default: chat-jsonl)")
+    export.add_argument("--only", default=None, choices=("all", "scored", "success"),
+                        help="all (csv only): every episode, errors as rows with outcome error; scored: every "
+                             "episode without an infrastructure error; success: the successful ones "
+                             "(default: all for csv, else scored)")
     export.add_argument("--output", "-o", default=None,
-                        help="file (directory for hf-dataset) to write (default: RUN_DIR/export/<format>.jsonl)")
+                        help="file (directory for hf-dataset) to write, - for standard output (default: "
+                             "RUN_DIR/export/<format>.jsonl, RUN_DIR/export/episodes.csv for csv)")
 
     outbox = sub.add_parser("publish-outbox", help="deliver the NATS events a run kept in its outbox")
     outbox.add_argument("run_dir", help="e.g. reports/latest")
@@ -336,7 +341,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from pytest_agentgym.results.export import export_run
+    from pytest_agentgym.results.export import ExportError, export_run
     from pytest_agentgym.results.jsonl import ResultsWriteError
 
     if _refused("export", args.run_dir):
@@ -344,12 +349,17 @@ def _export(args: argparse.Namespace) -> int:
     try:
         with _reader_warnings("export"):
             result = export_run(args.run_dir, format=args.format, only=args.only, output=args.output)
-    except ResultsWriteError as exc:
+    except (ResultsWriteError, ExportError) as exc:
         print(f"pytest-agentgym export: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # -o - into a reader that stopped reading (| head): it has what it wanted
+        with contextlib.suppress(OSError, ValueError):
+            import os
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
+        return 0
     for line in result.skipped_lines:
         print(f"pytest-agentgym export: skipped {line}", file=sys.stderr)
-    print(result.summary())
+    print(result.summary(), file=sys.stderr if args.output == "-" else sys.stdout)  # stdout holds the rows
     if result.rows == 0:
         print("pytest-agentgym export: nothing to export (exit 1)", file=sys.stderr)
         return 1

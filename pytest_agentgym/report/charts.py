@@ -16,13 +16,16 @@ from typing import Iterable, Sequence
 
 from markupsafe import Markup, escape
 
-#: Fill colours per outcome (chosen to stay apart for the common colour-vision
-#: deficiencies; the legend and tooltips name each outcome in words as well).
+#: Fill colours per outcome, the colours the rest of the report and the terminal give
+#: them: an unsolved episode is amber, never a failure's red (chosen to stay apart for
+#: the common colour-vision deficiencies; the legend and tooltips name each outcome in
+#: words as well). A task whose repeats ended differently is blue.
 OUTCOME_COLOURS = {
     "passed": "#2da44e",
+    "unsolved": "#d4a72c",
     "failed": "#cf222e",
-    "mixed": "#d4a72c",
     "error": "#8250df",
+    "mixed": "#218bff",
 }
 
 _AXIS = "#57606a"
@@ -126,7 +129,7 @@ class TaskCell:
 
     @property
     def state(self) -> str:
-        """passed / failed / error when all repeats agree, else mixed."""
+        """passed / unsolved / failed / error when all repeats agree, else mixed."""
         kinds = [k for k, n in self.counts.items() if n]
         if len(kinds) == 1:
             return kinds[0]
@@ -135,7 +138,9 @@ class TaskCell:
         return "mixed"
 
     def describe(self) -> str:
-        parts = [f"{n} {GRID_LABELS.get(k, k)}" for k, n in sorted(self.counts.items()) if n]
+        order = list(OUTCOME_COLOURS)
+        kinds = sorted(self.counts, key=lambda k: (order.index(k) if k in order else len(order), k))
+        parts = [f"{self.counts[k]} {k}" for k in kinds if self.counts[k]]
         return f"task {self.task_index}: " + ", ".join(parts)
 
 
@@ -149,7 +154,8 @@ def task_cells(outcomes: Iterable[tuple[int, str]]) -> list[TaskCell]:
 
 
 def outcome_grid(env: str, cells: Sequence[TaskCell], env_number: int = 0) -> Markup:
-    """One square per task index, in task order, coloured by outcome.
+    """One square per task index, in task order, coloured by the episodes' outcome
+    (passed, unsolved, failed, error: the pytest outcome, as in the episode table).
 
     Each square has a tooltip with the counts of its repeats and a ``data-t``
     attribute with its task index; the page's script opens the worst repeat
@@ -271,8 +277,9 @@ def _reward_tip(bar: EnvBar) -> str:
     return text
 
 
-#: What the grid's colours mean, in words (the grid shows success, not the pytest outcome).
-GRID_LABELS = {"passed": "success", "failed": "no success", "mixed": "mixed repeats", "error": "error"}
+#: What the grid's colours mean, in words (the outcomes as the episode table names them).
+GRID_LABELS = {"passed": "passed", "unsolved": "unsolved", "failed": "failed", "error": "error",
+               "mixed": "repeats differ"}
 
 
 def outcome_legend() -> Markup:

@@ -247,7 +247,7 @@ def index_row(record: EpisodeRecord, env_number: int, chunk: int, position: int,
 def build_payload(episodes: Sequence[EpisodeRecord], envs: Sequence[str], compress: bool | None,
                   run_id: str = "", packed: "PackedRun | None" = None
                   ) -> tuple[list[dict[str, Any]], list[Chunk], bool]:
-    """The episode index (one small dict per episode, in file order) and the trajectory chunks.
+    """The episode index (one small dict per episode, in the order of ``episodes``) and the trajectory chunks.
 
     ``packed``: the trajectories already packed while reading (:func:`read_for_report`;
     its records are ``episodes``); else they are packed here from ``episodes``.

@@ -59,7 +59,7 @@ from pytest_agentgym.report.payload import (  # noqa: F401  (re-exported: the pa
     read_for_report,
     trajectory_json,
 )
-from pytest_agentgym.results.records import EpisodeRecord, RunInfo, current_records
+from pytest_agentgym.results.records import EpisodeRecord, RunInfo, current_records, parse_time
 from pytest_agentgym.results.store import RunDir
 
 REPORT_FILE = "report.html"
@@ -128,26 +128,7 @@ def load_baseline(info: RunInfo, run_path: Path) -> tuple[dict[str, EnvSummary] 
         return None, f"baseline run {found} could not be read ({exc})"
 
 
-def success_of(record: EpisodeRecord) -> str:
-    """What the outcome grid shows: did the episode meet its environment's success
-    rule ("passed"), not ("failed"), or end in an error. Unlike the pytest outcome,
-    this does not depend on whether the suite set a min_reward."""
-    if record.error is not None:
-        return "error"
-    return "passed" if record.success else "failed"
-
-
 # --------------------------------------------------------------------------- view model
-
-
-def _parse_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 def _stop_lines(stopped_early: dict[str, dict[str, Any]]) -> list[str]:
@@ -160,7 +141,7 @@ def _stop_lines(stopped_early: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def _header(info: RunInfo) -> dict[str, Any]:
-    start, end = _parse_time(info.started_at), _parse_time(info.ended_at)
+    start, end = parse_time(info.started_at), parse_time(info.ended_at)
     if info.ended_at is None:
         duration = "unfinished (no end time recorded yet)"
     elif start and end:
@@ -186,6 +167,57 @@ def _header(info: RunInfo) -> dict[str, Any]:
     }
 
 
+#: How each gate outcome is shown: the terminal's word (``GATE ERROR: ...``, results/gates.py
+#: ``GateVerdict.word``) and the class that gives it the terminal's colour (an error in the
+#: report's colour for errors, as errored episodes have).
+GATE_SHOWN = {"passed": ("PASSED", "pass"), "failed": ("FAILED", "fail"), "error": ("ERROR", "error"),
+              "inconclusive": ("INCONCLUSIVE", "warn"), NOT_JUDGED: ("NOT JUDGED", "warn")}
+
+
+def gate_outcome(gate: dict[str, Any], partial: str | None) -> str:
+    """A gate verdict's outcome as the page shows it: run.json's ``outcome`` (passed, failed,
+    error, inconclusive, not-judged); from ``passed`` alone for a run.json written before
+    outcomes were recorded. On a partial run a gate that says it passed is not judged (a
+    run.json written before gates were left unjudged on a partial run)."""
+    outcome = str(gate.get("outcome") or ("passed" if gate.get("passed") else "failed"))
+    if partial and gate.get("passed"):
+        return NOT_JUDGED
+    return outcome
+
+
+def _gate_views(gates: Sequence[dict[str, Any]], partial: str | None) -> list[dict[str, Any]]:
+    """run.json's gate verdicts, each with ``word`` and ``css``: how the page shows its outcome."""
+    views = []
+    for gate in gates:
+        outcome = gate_outcome(gate, partial)
+        word, css = GATE_SHOWN.get(outcome, (outcome.upper(), "pass" if gate.get("passed") else "fail"))
+        views.append({**gate, "shown": outcome, "word": word, "css": css})
+    return views
+
+
+def _gate_badge(gates: Sequence[dict[str, Any]], partial: str | None) -> tuple[str, str]:
+    """The header's gate badge (text, class): the worst of the run's gate outcomes, counted
+    (a failure or an error first, then gates left unjudged; all passed only when all did)."""
+    if not gates:
+        return "no gates declared", "neutral"
+    if partial:
+        return f"GATES NOT JUDGED: {partial}", "warn"
+    total = len(gates)
+    failed = sum(1 for g in gates if g["shown"] == "failed" or (g["shown"] not in GATE_SHOWN and not g.get("passed")))
+    errors = sum(1 for g in gates if g["shown"] == "error")
+    open_ = sum(1 for g in gates if g["shown"] == NOT_JUDGED)
+    inconclusive = sum(1 for g in gates if g["shown"] == "inconclusive")
+    if failed and errors:
+        return f"GATES FAILED: {failed}, ERROR: {errors} of {total}", "fail"
+    if failed:
+        return f"GATES FAILED: {failed} of {total}", "fail"
+    if errors:
+        return f"GATES ERROR: {errors} of {total}", "error"
+    if open_:
+        return f"GATES NOT JUDGED: {open_} of {total}", "warn"
+    return f"all {total} gates passed" + (f" ({inconclusive} inconclusive)" if inconclusive else ""), "pass"
+
+
 def _env_order(info: RunInfo, episodes: Sequence[EpisodeRecord]) -> list[str]:
     order = list(dict.fromkeys(info.environments))
     for record in episodes:
@@ -205,7 +237,7 @@ def _env_rows(envs: Sequence[str], summaries: dict[str, EnvSummary],
         if base and base.mean_reward is not None and summary and summary.mean_reward is not None:
             delta = summary.mean_reward - base.mean_reward
         rows.append({"env": env, "s": summary, "gates": verdicts, "baseline": base, "delta": delta,
-                     "failed_gates": sum(1 for g in verdicts if not g.get("passed"))})
+                     "failed_gates": sum(1 for g in verdicts if g["shown"] in ("failed", "error"))})
     return rows
 
 
@@ -219,7 +251,8 @@ def _charts(envs: Sequence[str], episodes: Sequence[EpisodeRecord]) -> list[dict
         if not mine:
             continue
         rewards = [r.reward for r in mine if r.error is None and finite_json(r.reward) is not None]
-        cells = charts.task_cells((r.task_index, success_of(r)) for r in mine)
+        # the episodes' outcomes, as the table and the terminal name them: unsolved is amber, not a failure
+        cells = charts.task_cells((r.task_index, outcome_of(r)) for r in mine)
         result.append({"env": env, "histogram": charts.reward_histogram(env, rewards),
                        "grid": charts.outcome_grid(env, cells, number), "tasks": len(cells)})
     return result
@@ -250,6 +283,23 @@ def _noscript_rows(listing: Sequence[tuple[dict[str, Any], EpisodeRecord]], envs
     return Markup("".join(rows))
 
 
+def in_task_order(episodes: Sequence[EpisodeRecord], envs: Sequence[str], packed: PackedRun | None
+                  ) -> tuple[list[EpisodeRecord], PackedRun | None]:
+    """The episodes in task order (environment as ``envs`` lists them, task index, repeat), not
+    in the order they finished, which is how episodes.jsonl holds them; ``packed`` (whose slots
+    go with ``episodes``) in the same order. The page's table starts in this order, and its
+    sort is stable, so equal values keep it."""
+    from pytest_agentgym.results.records import task_order
+
+    key = task_order(envs)
+    if packed is None:
+        return sorted(episodes, key=key), None
+    pairs = sorted(zip(episodes, packed.slots), key=lambda pair: key(pair[0]))
+    records = [record for record, _ in pairs]
+    return records, PackedRun(records, [slot for _, slot in pairs], packed.packer, packed.skipped,
+                              packed.duplicates)
+
+
 def render_html(info: RunInfo, episodes: Sequence[EpisodeRecord], **options: Any) -> str:
     """The report page as one string; ``options`` are those of :func:`page_parts`."""
     return "".join(page_parts(info, episodes, **options))
@@ -273,8 +323,10 @@ def page_parts(info: RunInfo, episodes: Sequence[EpisodeRecord], *,
     """
     info = RunInfo.from_dict(redact_data(info.to_dict()))
     envs = _env_order(info, episodes)
+    episodes, packed = in_task_order(episodes, envs, packed)
     summaries = summarize(episodes)
-    gates = [dict(g) for g in info.gates]
+    head = _header(info)
+    gates = _gate_views(info.gates, head["partial"])
     index, chunks, zipped = build_payload(episodes, envs, compress, info.run_id, packed)
     outcomes = {k: 0 for k in ("passed", "unsolved", "failed", "error")}
     for row in index:
@@ -284,10 +336,10 @@ def page_parts(info: RunInfo, episodes: Sequence[EpisodeRecord], *,
     jinja = environment()
     template = jinja.get_template("report.html.j2")
     return template.generate(
-        info=info, head=_header(info), envs=envs,
+        info=info, head=head, envs=envs, gate_badge=_gate_badge(gates, head["partial"]),
         stops=[redact_text(line) for line in _stop_lines(info.stopped_early)],
         env_rows=_env_rows(envs, summaries, gates, baseline),
-        gates=gates, failed_gates=[g for g in gates if not g.get("passed")],
+        gates=gates,
         baseline_summaries=baseline, baseline_note=baseline_note,
         bars=_bars(envs, summaries), env_charts=_charts(envs, episodes),
         legend=charts.outcome_legend(), episodes=episodes,

@@ -119,16 +119,47 @@ class Trend:
         environment; the best so far never decides it (see the module docstring)."""
         return 1 if self.last_failures() else 0
 
+    def last_judged(self) -> dict[str, EnvComparison]:
+        """Per environment of the last run that the previous run also holds: their comparison
+        (the one that decides the exit status)."""
+        return {name: entries[-1].vs_previous for name, entries in self.envs.items()
+                if entries[-1].run is self.last and entries[-1].vs_previous is not None}
+
     def verdict_line(self) -> str:
-        failures = self.last_failures()
-        if failures:
-            return f"trend: REGRESSED ({self.last.run_id}: {'; '.join(failures)})"
+        """One short line: OK or REGRESSED, and how many environments decided it (the
+        environments themselves are :meth:`last_run_lines`, one line each)."""
         if len(self.runs) == 1:
             return f"trend: OK ({self.last.run_id} is the only run)"
+        judged = self.last_judged()
+        counts = [(verdict, sum(1 for c in judged.values() if c.verdict == verdict)) for verdict in FAILING]
+        if any(n for _, n in counts):
+            said = ", ".join(f"{verdict} in {n}" for verdict, n in counts if n)
+            return (f"trend: REGRESSED ({self.last.run_id} against {self.runs[-2].run_id}, the previous run: "
+                    f"{said} of {len(judged)} environment{'s' if len(judged) != 1 else ''})")
         return f"trend: OK ({self.last.run_id} did not regress against the previous run)"
 
+    def last_run_lines(self) -> list[str]:
+        """The comparison that decides the exit status, one line per environment (compare's line:
+        the two values, Δ with its interval, the verdict), or why an environment is not judged.
+        Empty for a trend of one run."""
+        if len(self.runs) == 1:
+            return []
+        last, previous = self.last, self.runs[-2]
+        out = [f"{last.run_id} against {previous.run_id}, the previous run (this decides the exit status):"]
+        for name, entries in self.envs.items():
+            entry = entries[-1]
+            if entry.run is not last:
+                if name in previous.summaries:
+                    out.append(f"  {name}: not in {last.run_id}; not judged")
+            elif entry.vs_previous is None:
+                out.append(f"  {name}: not in {previous.run_id}; not judged")
+            else:
+                out.append(f"  {entry.vs_previous.line()}")
+        return out
+
     def lines(self) -> list[str]:
-        """The terminal output: the order, one table per environment, the verdict."""
+        """The terminal output: the order, one table per environment, the last run against
+        the previous run (one line per environment), the verdict in one short line."""
         out = [f"trend: {len(self.runs)} run(s) ordered by {self.order} ({self.order_note}); "
                f"{self.metric}, margin {self.margin:g}, alpha {self.alpha:g}"]
         out += [f"settings differ (allowed): {line}" for line in self.mismatches]
@@ -138,7 +169,8 @@ class Trend:
         if notes:
             out += ["", "against the best so far (picked as the highest observed value, so a drop is "
                         "expected by chance; does not decide the exit status):", *(f"  {n}" for n in notes)]
-        return out + ["", self.verdict_line()]
+        last = self.last_run_lines()
+        return out + ["", *last, self.verdict_line()]
 
 
 def load_trend_runs(paths: Sequence[str | Path]) -> tuple[list[TrendRun], str, str]:

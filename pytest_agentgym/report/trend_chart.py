@@ -4,10 +4,15 @@ interval as a band. Inline SVG, no script; every text is escaped (see charts.py)
 A point that regressed (against the previous run or the best so far) is drawn
 as a vermillion downward triangle instead of a dot, with its verdict in its
 tooltip; a run that has no figure for the environment leaves a gap.
+
+The x labels (a checkpoint step, or a run id kept short by the page) are turned
+by :data:`LABEL_ANGLE` and the margins are made wide enough for the longest of
+them, so none is cut at the chart's edge; each label's tooltip names its run whole.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -20,6 +25,12 @@ _BAND = "#0072B2"
 _REGRESSED = "#D55E00"
 _AXIS = "#57606a"
 _GRID = "#d0d7de"
+#: How far the x labels are turned (degrees, counter-clockwise), and their font size.
+LABEL_ANGLE = 40.0
+_LABEL_SIZE = 10
+#: A generous width of one character of a label at :data:`_LABEL_SIZE` (the system sans fonts'
+#: digits and letters are narrower), so the margins made from it hold every label.
+_CHAR_W = 6.4
 
 
 @dataclass(frozen=True)
@@ -31,6 +42,8 @@ class TrendPoint:
     interval: tuple[float, float] | None
     tip: str
     regressed: bool = False
+    #: the x label's tooltip (the run id whole); the label itself when empty
+    title: str = ""
 
 
 def _segments(points: Sequence[TrendPoint]) -> list[list[int]]:
@@ -49,14 +62,24 @@ def trend_chart(title: str, axis: str, points: Sequence[TrendPoint], *, percent:
     """``axis`` names the metric (y); ``percent`` writes the ticks as percentages."""
     lo, hi = reward_domain([p.value for p in points if p.value is not None])
     span = hi - lo or 1.0
-    left, right, top, bottom = 46.0, 16.0, 12.0, 62.0
     step = 70.0 if len(points) <= 12 else max(18.0, 840.0 / len(points))
     plot_w = max(240.0, step * max(len(points) - 1, 1))
     plot_h = 170.0
+
+    def x_from_left(position: int) -> float:
+        return plot_w / 2 if len(points) == 1 else plot_w * position / (len(points) - 1)
+
+    # A label ends at its point and runs down to the left: the bottom margin holds the longest,
+    # the left margin the one that reaches furthest left (46 holds the y axis' ticks and title).
+    angle = math.radians(LABEL_ANGLE)
+    widths = [_CHAR_W * len(p.label) for p in points]
+    reach = max((w * math.cos(angle) - x_from_left(n) for n, w in enumerate(widths)), default=0.0)
+    left, right, top = max(46.0, reach + 4.0), 16.0, 12.0
+    bottom = max(40.0, 14.0 + max(widths, default=0.0) * math.sin(angle) + _LABEL_SIZE + 6.0)
     width, height = left + plot_w + right, top + plot_h + bottom
 
     def x_of(position: int) -> float:
-        return left + (plot_w / 2 if len(points) == 1 else plot_w * position / (len(points) - 1))
+        return left + x_from_left(position)
 
     def y_of(value: float) -> float:
         return top + plot_h * (1 - (min(max(value, lo), hi) - lo) / span)
@@ -86,8 +109,10 @@ def trend_chart(title: str, axis: str, points: Sequence[TrendPoint], *, percent:
             parts.append(f'<polyline class="line" points="{line}" fill="none" stroke="{_LINE}" stroke-width="2"/>')
     for position, point in enumerate(points):
         x = x_of(position)
-        parts.append(f'<text x="{_num(x)}" y="{_num(top + plot_h + 14)}" font-size="10" text-anchor="end" '
-                     f'transform="rotate(-30 {_num(x)} {_num(top + plot_h + 14)})">{escape(point.label)}</text>')
+        label_y = _num(top + plot_h + 14)
+        parts.append(f'<g class="x-label"><title>{escape(point.title or point.label)}</title>'
+                     f'<text x="{_num(x)}" y="{label_y}" font-size="{_LABEL_SIZE}" text-anchor="end" '
+                     f'transform="rotate(-{_num(LABEL_ANGLE)} {_num(x)} {label_y})">{escape(point.label)}</text></g>')
         if point.value is None:
             continue
         y, tip = y_of(point.value), escape(point.tip)

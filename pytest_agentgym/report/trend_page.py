@@ -16,18 +16,37 @@ from pytest_agentgym.report.page import assets, environment, write_page
 from pytest_agentgym.report.trend import Trend
 from pytest_agentgym.report.trend_chart import TrendPoint, trend_chart, trend_legend
 from pytest_agentgym.report.trend_data import TrendEntry, TrendRun
-from pytest_agentgym.report.trend_table import COLUMNS, table_rows, verdict_cell
+from pytest_agentgym.report.trend_table import COLUMNS, VERDICT_COLUMNS, table_rows, verdict_cell
+
+#: The longest x label of a chart; a longer run id keeps its start and end around an ellipsis
+#: (the point's and the label's tooltips give it whole).
+LABEL_CHARS = 20
+
+
+def short_label(text: str, limit: int = LABEL_CHARS) -> str:
+    """``text`` cut in the middle to ``limit`` characters: ``20261121-120000-eval-a1b2`` -> ``20261121-1…eval-a1b2``."""
+    if len(text) <= limit:
+        return text
+    head = limit // 2
+    return text[:head] + "…" + text[len(text) - (limit - 1 - head):]
 
 
 def _label(trend: Trend, run: TrendRun) -> str:
-    return str(run.step) if trend.order == "checkpoint step" else run.run_id
+    """A run's x label: its checkpoint step when the runs are ordered by step, else its run id,
+    shortened (:func:`short_label`)."""
+    return str(run.step) if trend.order == "checkpoint step" else short_label(run.run_id)
+
+
+def _title(run: TrendRun) -> str:
+    """What an x label's tooltip says: the run id whole, its checkpoint and model."""
+    return f"{run.run_id} ({run.info.checkpoint or 'no checkpoint'}; model {run.info.model or '—'})"
 
 
 def _point(trend: Trend, run: TrendRun, entry: TrendEntry | None, metric: str) -> TrendPoint:
-    label = _label(trend, run)
+    label, title = _label(trend, run), _title(run)
     summary = entry.summary if entry else None
     if summary is None:
-        return TrendPoint(label, None, None, f"{run.run_id}: not in this run")
+        return TrendPoint(label, None, None, f"{run.run_id}: not in this run", title=title)
     value, interval = ((summary.success_rate, summary.success_ci95) if metric == "success"
                        else (summary.mean_reward, summary.reward_ci95))
     shown = "—" if value is None else (f"{value:.1%}" if metric == "success" else f"{value:.3f}")
@@ -37,7 +56,7 @@ def _point(trend: Trend, run: TrendRun, entry: TrendEntry | None, metric: str) -
     tip = (f"{run.run_id} ({run.info.checkpoint or 'no checkpoint'}): "
            f"{'success rate' if metric == 'success' else 'mean reward'} {shown}; "
            f"vs previous: {verdict_cell(entry.vs_previous)}; vs best so far: {verdict_cell(entry.vs_best, entry.best)}")
-    return TrendPoint(label, value, interval, tip, regressed="regressed" in entry.verdicts)
+    return TrendPoint(label, value, interval, tip, regressed="regressed" in entry.verdicts, title=title)
 
 
 def _env_part(trend: Trend, env: str, entries: list[TrendEntry]) -> dict[str, Any]:
@@ -56,7 +75,8 @@ def trend_page_parts(trend: Trend) -> Iterator[str]:
     return template.generate(
         trend=trend, envs=[_env_part(trend, env, entries) for env, entries in trend.envs.items()],
         columns=COLUMNS, legend=trend_legend(), style=assets("report.css", "compare.css"),
-        failures=trend.last_failures(), verdict_line=trend.verdict_line(),
+        failures=trend.last_failures(), verdict_line=trend.verdict_line(), last_lines=trend.last_run_lines(),
+        verdict_columns=VERDICT_COLUMNS,
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"))
 
 

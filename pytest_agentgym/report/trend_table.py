@@ -1,5 +1,7 @@
 """The trend's table, one row per run of an environment: the same cells in the
-terminal (:func:`trend_table`) and on the trend page (:func:`table_rows`)."""
+terminal (:func:`trend_table`) and on the trend page (:func:`table_rows`). Each row
+names the run's model and checkpoint, so a trend of runs of different models says
+which is which."""
 
 from __future__ import annotations
 
@@ -9,7 +11,10 @@ from pytest_agentgym.compare import EnvComparison
 from pytest_agentgym.report.trend_data import TrendEntry, TrendRun
 from pytest_agentgym.results.aggregate import EnvSummary
 
-COLUMNS = ("run", "checkpoint", "success (95% CI)", "mean reward (95% CI)", "vs previous", "vs best so far")
+COLUMNS = ("run", "model", "checkpoint", "success (95% CI)", "mean reward (95% CI)", "vs previous",
+           "vs best so far")
+#: The columns that hold a verdict (the page colours them): the last two.
+VERDICT_COLUMNS = 2
 
 
 def success_cell(summary: EnvSummary | None) -> str:
@@ -36,8 +41,9 @@ def verdict_cell(judged: EnvComparison | None, against: TrendRun | None = None) 
 
 def table_rows(entries: Sequence[TrendEntry]) -> list[tuple[str, ...]]:
     """The cells of :data:`COLUMNS` for each entry, in trend order."""
-    return [(e.run.run_id, e.run.info.checkpoint or "—", success_cell(e.summary), reward_cell(e.summary),
-             verdict_cell(e.vs_previous), verdict_cell(e.vs_best, e.best)) for e in entries]
+    return [(e.run.run_id, e.run.info.model or "—", e.run.info.checkpoint or "—", success_cell(e.summary),
+             reward_cell(e.summary), verdict_cell(e.vs_previous), verdict_cell(e.vs_best, e.best))
+            for e in entries]
 
 
 def trend_table(entries: Sequence[TrendEntry]) -> list[str]:

@@ -13,7 +13,8 @@ import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable, Literal
 
 from pytest_agentgym.results.tokens import EpisodeTokens
 
@@ -529,6 +530,32 @@ class Records(list):  # type: ignore[type-arg]  (a list of EpisodeRecord)
         super().__init__(items)
         self.duplicates: tuple[Duplicate, ...] = tuple(duplicates)
         self.skipped: tuple[Any, ...] = tuple(skipped)
+
+
+def parse_time(text: str | None) -> datetime | None:
+    """A run.json time (ISO 8601; one without a zone is UTC), or None when absent or unreadable."""
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def task_order(envs: Iterable[str] = ()) -> Callable[[EpisodeRecord], tuple[int, str, int, int]]:
+    """The sort key of task order: environment as ``envs`` lists them (run.json's
+    ``environments``; those it does not list after them, by name), task index, repeat. How
+    a reader looks a task up (the report's table, the csv export), not the order the
+    episodes finished in, which is episodes.jsonl's."""
+    position = {env: number for number, env in enumerate(envs)}
+    last = len(position)
+
+    def key(record: EpisodeRecord) -> tuple[int, str, int, int]:
+        at = position.get(record.env, last)
+        return at, record.env if at == last else "", record.task_index, record.repeat
+
+    return key
 
 
 def current_records(records: Iterable[EpisodeRecord]) -> Records:

@@ -132,8 +132,8 @@ def test_header_summary_and_gates(tmp_path):
     assert "6 <span class=\"dim\">(5 scored)</span>" in row
     assert "0.800 <span class=\"dim\">[0.284, 0.995]</span>" in row  # Clopper-Pearson: every reward 0 or 1
     assert "80.0% <span class=\"dim\">[28.4%, 99.5%]</span>" in row
-    assert "PASS</span> <span class=\"mono\">mean_reward &gt;= 0.5" in row
-    assert "FAIL</span> <span class=\"mono\">success_rate &gt;= 0.9" in row
+    assert "PASSED</span> <span class=\"mono\">mean_reward &gt;= 0.5" in row
+    assert "FAILED</span> <span class=\"mono\">success_rate &gt;= 0.9" in row
     assert "no episode recorded" in summary_row(html, "Wordle")  # declared, nothing ran
     assert "GATES FAILED: 1 of 2" in html
     assert "success_rate = 0.800 (misses &gt;= 0.9)" in html
@@ -175,13 +175,14 @@ def test_charts_show_the_data():
     # 0 and 0.05 fall in [0, 0.1); 0.1 in [0.1, 0.2); 0.95 and 1.0 in the top bin, closed at 1.
     assert charts.histogram_counts([0, 0.05, 0.1, 0.95, 1.0], 10, 0.0, 1.0) == [2, 1, 0, 0, 0, 0, 0, 0, 0, 2]
     assert charts.reward_domain([-3.0, 0.5]) == (-3.0, 1.0)
-    cells = charts.task_cells([(2, "passed"), (0, "failed"), (2, "failed"), (1, "error"), (0, "failed")])
-    assert [(c.task_index, c.state) for c in cells] == [(0, "failed"), (1, "error"), (2, "mixed")]
+    cells = charts.task_cells([(2, "passed"), (0, "failed"), (2, "unsolved"), (1, "error"), (0, "failed"),
+                               (3, "unsolved")])
+    assert [(c.task_index, c.state) for c in cells] == [(0, "failed"), (1, "error"), (2, "mixed"), (3, "unsolved")]
     grid = str(charts.outcome_grid("Env<1>", cells, 3))
     page = parse(grid)
     fills = [attrs["fill"] for tag, attrs in page.tags if tag == "rect"]
-    assert fills == [charts.OUTCOME_COLOURS[s] for s in ("failed", "error", "mixed")]
-    assert 'data-env="3"' in grid and "Env&lt;1&gt;" in grid and "task 2: 1 no success, 1 success" in grid
+    assert fills == [charts.OUTCOME_COLOURS[s] for s in ("failed", "error", "mixed", "unsolved")]
+    assert 'data-env="3"' in grid and "Env&lt;1&gt;" in grid and "task 2: 1 passed, 1 unsolved" in grid
 
     # A two-episode interval (-4.8, 5.6) does not stretch the [0, 1] axis; its tooltip keeps it whole.
     bars = str(charts.env_bars([charts.EnvBar("Maze", 0.41, (-4.8, 5.6), 0.5)]))

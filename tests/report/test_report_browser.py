@@ -173,3 +173,37 @@ def test_basics_are_readable_with_scripts_off(known_run, tmp_path):
         body = browser.evaluate(session, "document.body.innerText")
         assert "Per environment" in body and "Gate verdicts" in body and "Rerun this run" in body
         assert browser.evaluate(session, "document.getElementById('episode-app').hidden") is True
+
+
+def test_a_long_error_message_wraps_inside_the_panel(browser, tmp_path):
+    # a server's message as a harness records it: one paragraph, with a long unbroken URL in it
+    message = ("POST /step answered 500: " + "the environment server raised while loading the task, " * 40 +
+               "see http://127.0.0.1:36001/logs/" + "x" * 300 + " for its traceback (the end of the message)")
+    episodes = [make_episode("BabyAI", 0, outcome="error", error=ErrorInfo("EnvHTTPError", message, "env"))]
+    report = render_run_dir(write_run(tmp_path, make_info(environments=("BabyAI",)), episodes).path)
+    episode = "20261121-120000-abcd:BabyAI:0:r0"
+    session = browser.open(url_of(report, episode))
+    browser.wait_for(session, "document.body.dataset.trajectory")
+    box = browser.evaluate(session, """(() => {
+        const pre = document.querySelector('#trajectory .error-box pre'), panel = document.getElementById('trajectory');
+        const p = pre.getBoundingClientRect(), q = panel.getBoundingClientRect();
+        return {text: pre.textContent, scroll: pre.scrollWidth, client: pre.clientWidth, right: p.right,
+                panelRight: q.right, panelScroll: panel.scrollWidth, panelClient: panel.clientWidth,
+                lines: Math.round(p.height / parseFloat(getComputedStyle(pre).lineHeight))}; })()""")
+    assert box["text"] == message  # all of it is on the page
+    assert box["scroll"] <= box["client"], "the message runs past its box: it is cut off at the panel's edge"
+    assert box["panelScroll"] <= box["panelClient"] and box["right"] <= box["panelRight"]
+    assert box["lines"] > 5  # wrapped onto lines of its own, not one line scrolled sideways
+
+
+def test_the_table_starts_in_task_order_and_still_sorts(browser, tmp_path):
+    finished = [("Maze", 1, 0), ("BabyAI", 12, 0), ("BabyAI", 3, 1), ("BabyAI", 3, 0), ("Maze", 0, 0)]
+    episodes = [make_episode(env, task, repeat=repeat) for env, task, repeat in finished]
+    report = render_run_dir(write_run(tmp_path, make_info(environments=("BabyAI", "Maze")), episodes).path)
+    session = browser.open(url_of(report))
+    rows = """[...document.querySelectorAll('#episode-table tbody tr')].map(tr =>
+        [tr.cells[0].textContent, Number(tr.cells[1].textContent), Number(tr.cells[2].textContent)])"""
+    assert browser.evaluate(session, rows) == [["BabyAI", 3, 0], ["BabyAI", 3, 1], ["BabyAI", 12, 0],
+                                               ["Maze", 0, 0], ["Maze", 1, 0]]
+    browser.evaluate(session, "document.querySelector('#episode-table th[data-key=\"t\"]').click()")
+    assert [row[1] for row in browser.evaluate(session, rows)] == [0, 1, 3, 3, 12]

@@ -32,7 +32,7 @@ def test_a_clear_drop_at_the_last_step_in_one_environment_exits_1(tmp_path, caps
     dirs = trend_dirs(tmp_path, [ALL] * 9 + [WORSE])
     assert cli(["trend", *map(str, dirs)]) == 1
     assert capsys.readouterr().out.splitlines()[-1] == (
-        "trend: REGRESSED (s10: BabyAI: regressed against s9 (the previous run))")
+        "trend: REGRESSED (s10 against s9, the previous run: regressed in 1 of 2 environments)")
 
 
 def test_a_drop_at_an_earlier_step_does_not_decide(tmp_path, capsys):

@@ -10,6 +10,8 @@ compared with what the endpoint received, request for request.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import shlex
 import subprocess
@@ -25,9 +27,11 @@ from helpers.logprob_model import MODEL
 from helpers.projects import make_project, run, suite
 from helpers.rollout_services import post, reference_agent, rollout_server
 
+from pytest_agentgym.cli import main as cli
 from pytest_agentgym.model.reference import tokens as T
 from pytest_agentgym.process.managed import ManagedServer, free_port
 from pytest_agentgym.results.conversation import PROMPTS_FILE, TOKENS_FILE
+from pytest_agentgym.results.export import export_run
 
 # pytester restores sys.modules after each test, so what httpx imports on its first connection
 # is imported here, before: else a later test's refused connection raises another ConnectError
@@ -168,6 +172,100 @@ def test_a_server_that_rewrites_earlier_turns_is_exported_as_it_was_sent(pyteste
 def test_export_says_what_is_wrong_and_leaves_out_what_it_cannot_rebuild(tmp_path):
     not_run = export(tmp_path)
     assert not_run.returncode == 2 and "has no run.json" in not_run.stderr
-    bad = subprocess.run([sys.executable, "-m", "pytest_agentgym", "export", str(tmp_path), "--format", "csv"],
+    bad = subprocess.run([sys.executable, "-m", "pytest_agentgym", "export", str(tmp_path), "--format", "xlsx"],
                          capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and "invalid choice: 'csv'" in bad.stderr
+    assert bad.returncode == 2 and "invalid choice: 'xlsx'" in bad.stderr
+
+
+# --------------------------------------------------------------------------- --format csv
+
+
+def csv_rows(text: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def csv_run(root):
+    """Five episodes written in the order they finished (not task order); one errored with a
+    message of two lines after a retry, one resumed from an error to a pass (generation 2)."""
+    from dataclasses import replace
+
+    from pytest_agentgym.results.records import ErrorInfo
+
+    from helpers.report_fixtures import make_episode, make_info, write_run
+
+    error = ErrorInfo("EnvHTTPError", "POST /step answered 502 Bad Gateway\nTraceback (most recent call last): ...",
+                      "env")
+    retried = (ErrorInfo("EndpointTimeout", "no answer in 60 s", "model"),)
+    first = make_episode("BabyAI", 1, outcome="error", error=ErrorInfo("EnvUnreachable", "refused", "env"))
+    episodes = [make_episode("Maze", 1, outcome="unsolved"),
+                make_episode("BabyAI", 2, outcome="error", error=error, retried=retried),
+                first, make_episode("BabyAI", 0, outcome="passed"), make_episode("BabyAI", 1, repeat=1, outcome="failed"),
+                replace(make_episode("BabyAI", 1, outcome="passed"), generation=2)]
+    return write_run(root, make_info(environments=("BabyAI", "Maze")), episodes)
+
+
+def test_csv_has_a_row_per_episode_in_task_order_errors_included(tmp_path, capsys):
+    run = csv_run(tmp_path)
+    assert cli(["export", str(run.path), "--format", "csv"]) == 0
+    target = run.path / "export" / "episodes.csv"
+    assert capsys.readouterr().out.strip() == f"5 episodes written to {target}"
+    text = target.read_text(encoding="utf-8")
+    assert text.splitlines()[0] == (
+        "run_id,episode_id,env,task_index,repeat,generation,outcome,success,reward,score,min_reward,rounds,"
+        "max_rounds,stop_reason,duration_s,attempts,error_type,error_where,error_message,model,checkpoint,node,"
+        "worker,started_at,prompt_tokens,completion_tokens,nodeid")
+    rows = csv_rows(text)
+    assert [(r["env"], r["task_index"], r["repeat"]) for r in rows] == [
+        ("BabyAI", "0", "0"), ("BabyAI", "1", "0"), ("BabyAI", "1", "1"), ("BabyAI", "2", "0"), ("Maze", "1", "0")]
+    assert [r["outcome"] for r in rows] == ["passed", "passed", "failed", "error", "unsolved"]
+    passed, resumed, _, errored, unsolved = rows
+    assert (resumed["generation"], resumed["error_type"]) == ("2", "")  # the newest generation, once
+    # make_episode: task 0 takes 4.5 s; turns of 300 + 340 prompt and 45 + 45 completion tokens
+    assert {k: passed[k] for k in ("run_id", "success", "reward", "rounds", "stop_reason", "duration_s", "attempts",
+                                   "model", "checkpoint", "node", "started_at", "prompt_tokens",
+                                   "completion_tokens", "error_message")} == {
+        "run_id": "20261121-120000-abcd", "success": "true", "reward": "1.0", "rounds": "2", "stop_reason": "done",
+        "duration_s": "4.5", "attempts": "1", "model": "qwen3.5-9b", "checkpoint": "ckpt/step-1200", "node": "4090",
+        "started_at": "2026-11-21T12:01:00+00:00", "prompt_tokens": "640", "completion_tokens": "90",
+        "error_message": ""}
+    assert {k: errored[k] for k in ("success", "reward", "stop_reason", "attempts", "error_type", "error_where",
+                                    "error_message")} == {
+        "success": "false", "reward": "", "stop_reason": "error", "attempts": "2", "error_type": "EnvHTTPError",
+        "error_where": "env", "error_message": "POST /step answered 502 Bad Gateway"}  # its first line
+    assert (unsolved["success"], unsolved["reward"]) == ("false", "0.0")
+
+
+def test_csv_only_and_standard_output(tmp_path, capsys):
+    run = str(csv_run(tmp_path).path)
+    assert cli(["export", run, "--format", "csv", "--only", "scored", "-o", "-"]) == 0
+    out, err = capsys.readouterr()
+    assert [r["outcome"] for r in csv_rows(out)] == ["passed", "passed", "failed", "unsolved"]
+    assert err.strip() == "4 episodes written to standard output; left out: 1 with an infrastructure error"
+    assert not (tmp_path / "export").exists() and not list(tmp_path.rglob("episodes.csv"))
+
+    mine = tmp_path / "mine.csv"
+    assert cli(["export", run, "--format", "csv", "--only", "success", "--output", str(mine)]) == 0
+    assert [r["task_index"] for r in csv_rows(mine.read_text())] == ["0", "1"]
+    assert "left out: 2 not successful, 1 with an infrastructure error" in capsys.readouterr().out
+
+    for args, says in ((["--only", "all"], "--only all is for --format csv"),
+                       (["--format", "hf-dataset", "-o", "-"], "cannot take --format hf-dataset")):
+        assert cli(["export", run, *args]) == 2, args
+        assert says in capsys.readouterr().err, args
+
+
+def test_csv_cells_are_text_never_formulas_and_unreported_tokens_are_empty(tmp_path):
+    from pytest_agentgym.results.records import ErrorInfo, Turn
+
+    from helpers.report_fixtures import make_episode, make_info, write_run
+
+    untold = (Turn(0, "You see a wall.", "Action:\nturn left", "turn left", "You turned left.", 0.0, True, 0.5, 0.1),)
+    episodes = [make_episode("Maze", 0, outcome="error", error=ErrorInfo(
+                    "EnvBadResponse", '=HYPERLINK("http://127.0.0.1:9/x","open") in the answer, field "reward"', "env")),
+                make_episode("Maze", 1, turns=untold)]
+    run = write_run(tmp_path, make_info(environments=("Maze",)), episodes)
+    # one way a spreadsheet program reads cells: a leading =, +, - or @ starts a formula
+    errored, quiet = csv_rows((export_run(run.path, format="csv").path).read_text(encoding="utf-8"))
+    assert errored["error_message"] == '\'=HYPERLINK("http://127.0.0.1:9/x","open") in the answer, field "reward"'
+    assert (quiet["prompt_tokens"], quiet["completion_tokens"]) == ("", "")  # the endpoint reported no usage
+    assert quiet["reward"] == "1.0" and quiet["model"] == "qwen3.5-9b"
