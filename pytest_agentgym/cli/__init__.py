@@ -17,6 +17,9 @@
                    [--baseline RUN_DIR] [--no-report]
     pytest-agentgym worker --nats URL                play episodes of a work queue (docs/scale-out.md)
                    [--node PROFILE] [--concurrency N] [--name NAME]
+    pytest-agentgym runs [REPORTS_DIR] [--json]      list the runs: status, model, checkpoint, figures, gates
+    pytest-agentgym view [REPORTS_DIR]               browse the runs, reports, compare and trend in a browser
+                   [--host 127.0.0.1] [--port 8765] [--open]
     pytest-agentgym rollout-server --port 8081       serve POST /rollouts for GRPO trainers
                    [--node PROFILE] [--concurrency N] [--reports DIR] [--run-id ID]
                    [--api-key-env NAME] [--allow-base-url URL]... [--auth-token-env NAME]
@@ -32,6 +35,8 @@ import contextlib
 import sys
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
+
+from pytest_agentgym.cli import view
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -139,6 +144,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="compare with this run (default: the shards' --agentgym-baseline)")
     merge.add_argument("--no-report", action="store_true", help="do not write report.html")
     _worker_parser(sub)
+    view.add_parsers(sub)
     _rollout_server_parser(sub)
     return parser
 
@@ -510,6 +516,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return _internal_error("merge", lambda: merge_command(args.shards, args.out, baseline=args.baseline,
                                                                 report=not args.no_report))
+    if args.command == "runs":
+        return _internal_error("runs", lambda: view.runs_command(args))
+    if args.command == "view":
+        return _internal_error("view", lambda: view.view_command(args))
     if args.command == "worker":
         import shlex
 

@@ -233,27 +233,41 @@ def read_numbered(path: str | Path, convert: Callable[[Any], T], *, parse: Calla
     order, as ``(line number, byte offset of the line, value)``; lines that are not UTF-8, not
     JSON, or that ``convert`` rejects (see :data:`UNREADABLE`) are skipped and returned.
     Blank lines are ignored. A missing file is empty."""
+    values, skipped, _ = read_numbered_from(path, convert, parse=parse)
+    return values, skipped
+
+
+def read_numbered_from(path: str | Path, convert: Callable[[Any], T], *, parse: Callable[[bytes], Any] = parse_line,
+                       start: tuple[int, int] = (0, 0), whole_lines: bool = False
+                       ) -> tuple[list[tuple[int, int, T]], list[SkippedLine], tuple[int, int]]:
+    """:func:`read_numbered` from ``start``, ``(byte offset, lines before it)``, for a reader that
+    follows a file as it grows (the runs index of ``pytest-agentgym view``); also returns where
+    the next read starts. ``whole_lines``: a last line without its newline is left for that next
+    read (its writer may be writing it still) rather than skipped as torn."""
     path = Path(path)
     values: list[tuple[int, int, T]] = []
     skipped: list[SkippedLine] = []
+    offset, read = start
     try:
         handle = path.open("rb")
     except FileNotFoundError:
-        return values, skipped
-    offset = 0
+        return values, skipped, start
     with handle:
-        for number, raw in enumerate(handle, 1):
-            start, offset = offset, offset + len(raw)
+        handle.seek(offset)
+        for number, raw in enumerate(handle, read + 1):
+            if whole_lines and not raw.endswith(b"\n"):
+                break
+            line_start, offset, read = offset, offset + len(raw), number
             if raw.isspace():  # (not raw.strip(): that copies the line)
                 continue
             try:
-                values.append((number, start, convert(parse(raw))))
+                values.append((number, line_start, convert(parse(raw))))
             except UNREADABLE as exc:
                 torn = not raw.endswith(b"\n")  # only the last line can lack its newline
                 reason = (f"no newline at the end: its writer was stopped mid-write; {_reason(exc)}"
                           if torn else f"{type(exc).__name__}: {_reason(exc)}")
                 skipped.append(SkippedLine(str(path), number, reason, torn))
-    return values, skipped
+    return values, skipped, (offset, read)
 
 
 def _reason(exc: BaseException) -> str:

@@ -70,7 +70,7 @@ def _no_constant(name: str) -> Any:
                      f"writes it)")
 
 
-def _strict(parse: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+def strict(parse: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
     """``parse``, refusing a line that holds NaN or Infinity anywhere (strict JSON has no
     such number, and every writer of a run writes strict JSON): in a field the record check
     knows, with that field's message; elsewhere (a turn's token data) with a general one.
@@ -100,7 +100,7 @@ def read_episodes_file(path: str | Path, convert: Callable[[Any], EpisodeRecord]
     def both(data: Any) -> tuple[EpisodeRecord, Any]:
         return convert(data), data if keep_data else None
 
-    parse = _strict(parse)
+    parse = strict(parse)
 
     numbered, skipped = read_numbered(path, both, parse=parse)
     first: dict[tuple[Key, int], tuple[int, int]] = {}  # (key, generation) -> (line, offset)

@@ -27,13 +27,16 @@ def publish_end(publisher: Any, settings: Any, info: Any, summaries: Mapping[str
 
 def write_report(run_dir: Path, comparison: Any = None) -> tuple[Path | None, str | None]:
     """report.html of ``run_dir``: its path, or None and what went wrong (the results are
-    safe either way)."""
+    safe either way); then the reports directory's index.html, whatever became of the report."""
+    from pytest_agentgym.report.index import refresh_index
     from pytest_agentgym.report.render import render_run_dir
 
     try:
         return render_run_dir(run_dir, comparison=comparison), None
     except Exception as exc:  # noqa: BLE001 - say what went wrong, keep the run's exit status
         return None, f"{type(exc).__name__}: {exc}"
+    finally:
+        refresh_index(run_dir)  # reports/index.html lists this run too; never raises
 
 
 def crash_record(settings: Any, info: Any, nodeid: str, message: str) -> EpisodeRecord | None:

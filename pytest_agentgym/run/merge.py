@@ -393,18 +393,29 @@ def _merge_into(out: Path, runs: Sequence[ShardRun], baseline: str | None, repor
     if report:
         from pytest_agentgym.report.render import render_run_dir
 
+        from pytest_agentgym.report.index import refresh_index
+
         merged.report_path = render_run_dir(out, comparison=comparisons[0] if len(comparisons) == 1 else None)
+        refresh_index(out)  # the reports directory's index.html lists the merged run (never raises)
     return merged
 
 
-def merge_command(paths: Sequence[str], out: str, *, baseline: str | None, report: bool) -> int:
-    """``pytest-agentgym merge``: exit 0 all gates passed, 1 a gate did not, 2 the shards cannot be merged."""
+def merge_command(paths: Sequence[str], out: str, *, baseline: str | None, report: bool,
+                  notify: str | None = None) -> int:
+    """``pytest-agentgym merge``: exit 0 all gates passed, 1 a gate did not, 2 the shards cannot be merged
+    (or --notify is no http(s) URL); a webhook that fails changes none of these."""
     import sys
 
+    from pytest_agentgym.config.options import parse_notify
     from pytest_agentgym.run.terminal import summary_table
 
     try:
-        merged = merge(paths, out, baseline=baseline, report=report)
+        urls = parse_notify(notify) if notify is not None else ()
+    except ValueError as exc:
+        print(f"pytest-agentgym merge: --notify: {exc}", file=sys.stderr)
+        return 2
+    try:
+        merged = merge(paths, out, baseline=baseline, report=report, notify=urls)
     except MergeError as exc:
         print(f"pytest-agentgym merge: {exc}", file=sys.stderr)
         return 2
