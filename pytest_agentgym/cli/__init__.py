@@ -14,9 +14,11 @@
     pytest-agentgym trend RUN_DIR...                 runs across checkpoints, per environment
                    [--metric success|reward] [--margin X] [--alpha A] [--html FILE]
     pytest-agentgym merge RUN_DIR... --out DIR       join the shards of a run, judge its gates
-                   [--baseline RUN_DIR] [--no-report]
+                   [--baseline RUN_DIR] [--no-report] [--notify URL,...]
     pytest-agentgym worker --nats URL                play episodes of a work queue (docs/scale-out.md)
                    [--node PROFILE] [--concurrency N] [--name NAME]
+    pytest-agentgym fleet --nats URL                 the queue's workers, live, from their heartbeats
+                   [--queue NAME] [--once] [--json] [--wait S] [--stale S]
     pytest-agentgym runs [REPORTS_DIR] [--json]      list the runs: status, model, checkpoint, figures, gates
     pytest-agentgym view [REPORTS_DIR]               browse the runs, reports, compare and trend in a browser
                    [--host 127.0.0.1] [--port 8765] [--open]
@@ -36,7 +38,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from pytest_agentgym.cli import view
+from pytest_agentgym.cli import fleet, view
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -143,7 +145,10 @@ def _parser() -> argparse.ArgumentParser:
     merge.add_argument("--baseline", default=None, metavar="RUN_DIR",
                        help="compare with this run (default: the shards' --agentgym-baseline)")
     merge.add_argument("--no-report", action="store_true", help="do not write report.html")
+    merge.add_argument("--notify", default=None, metavar="URL,...",
+                       help="POST the merged run's summary to these http(s) URLs (docs/notifications.md)")
     _worker_parser(sub)
+    fleet.add_parser(sub)
     view.add_parsers(sub)
     _rollout_server_parser(sub)
     return parser
@@ -515,7 +520,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pytest_agentgym.run.merge import merge_command
 
         return _internal_error("merge", lambda: merge_command(args.shards, args.out, baseline=args.baseline,
-                                                                report=not args.no_report))
+                                                                report=not args.no_report, notify=args.notify))
+    if args.command == "fleet":
+        return fleet.main(args)
     if args.command == "runs":
         return _internal_error("runs", lambda: view.runs_command(args))
     if args.command == "view":

@@ -61,6 +61,23 @@ def parse_names(text: str) -> tuple[str, ...]:
 
 
 
+def parse_notify(text: str) -> tuple[str, ...]:
+    """``https://a/hook,http://127.0.0.1:9000/x`` -> both URLs; each must be http(s)."""
+    from urllib.parse import urlsplit
+
+    from pytest_agentgym.results.redact import redact_url
+
+    urls = tuple(part.strip() for part in str(text).split(",") if part.strip())
+    if not urls:
+        raise ValueError("expected one or more http:// or https:// URLs, comma-separated")
+    for url in urls:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{redact_url(url)} is not an http:// or https:// URL; give where to POST the run's "
+                             f"summary, e.g. https://hooks.example.org/agentgym (comma-separate several)")
+    return urls
+
+
 def parse_fraction(text: str) -> float:
     try:
         value = float(text)
@@ -179,7 +196,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("queue", "URL", "coordinate a fleet: each episode goes to this NATS JetStream work queue "
            "(nats://HOST:PORT[?name=NAME&ack_wait=S&max_deliver=N]) and `pytest-agentgym worker` "
            "processes play them", parse_queue, "none: played here"),
-    Option("no_nats", None, "do not publish NATS events"),
+    Option("notify", "URL,...", "when the run ends, POST a JSON summary (status, counts, per-environment "
+           "figures, gate verdicts) to each URL (docs/notifications.md)", parse_notify, "none"),
     Option("no_report", None, "do not write report.html"),
     Option("preflight", None, "check model, environment servers and NATS, run no episode; "
            "--agentgym-dry-run is the same", aliases=("--agentgym-dry-run",)),

@@ -75,6 +75,8 @@ class Settings:
     shard: Any = None
     #: --agentgym-queue (a queue.address.QueueAddress): workers play the episodes
     queue: Any = None
+    #: --agentgym-notify: URLs that get the run's summary when it ends (publish/webhook.py)
+    notify: tuple[str, ...] = ()
 
     def spec(self, name: str) -> EnvSpec:
         for known, spec in self.env_specs.items():
@@ -159,6 +161,7 @@ def resolve(values: Mapping[str, Any], *, rootdir: Path, command: str,
         resume=resume,
         shard=shard,
         queue=values["queue"],
+        notify=values.get("notify") or (),
     )
 
 

@@ -10,7 +10,8 @@ zlib-compressed and says so in a header); every one has a schema version ``v``.
   ``<episode msg id>:a<delivery>`` (one per delivery of its work item, so a
   worker's retried publish is stored once and a redelivered item's second result
   is a different message that the coordinator drops by key);
-* heartbeat, on ``agentgym.field.status.v1`` with ``status: "worker"``;
+* heartbeat, on ``agentgym.field.status.v1`` with ``status: "worker"`` (core NATS, not
+  stored; ``pytest-agentgym fleet`` shows them);
 * refusal, on ``agentgymq.<queue>.refusals.<run>`` (core NATS, not stored): a worker
   that will not play a work item of the run says why.
 
@@ -212,6 +213,15 @@ class Refusal:
             raise WireError(f"malformed refusal ({type(exc).__name__}: {exc})") from None
 
 
+#: How long a worker's heartbeat keeps naming a run after it finished the run's last item
+#: it held (so a run does not blink out of ``pytest-agentgym fleet`` between two items).
+RECENT_RUN_S = 60.0
+
+
+def _optional(kind: type, value: Any) -> Any:
+    return None if value is None else kind(value)
+
+
 @dataclass(frozen=True)
 class Heartbeat:
     """A worker's ``agentgym.field.status.v1`` with ``status: "worker"``."""
@@ -232,13 +242,23 @@ class Heartbeat:
     version: str = ""
     endpoint_kind: str = ""
     checkpoint: str | None = None
+    #: what ``pytest-agentgym fleet`` shows (None: a worker that sends none of them, shown as
+    #: "-"; they were added without a wire version bump, as optional fields): episodes played
+    #: since it started, the runs of the items it holds or finished within
+    #: :data:`RECENT_RUN_S`, and the seconds between its heartbeats
+    played: int | None = None
+    runs: tuple[str, ...] | None = None
+    interval_s: float | None = None
 
     def to_payload(self) -> dict[str, Any]:
-        return {"schema_version": EVENT_SCHEMA_VERSION, "event": "field.status", "status": "worker",
-                "timestamp": self.timestamp or utc_now(), "node": self.worker, "queue": self.queue,
-                "profile": self.profile, "model": self.model, "capacity": self.capacity, "load": self.load,
-                "envs": list(self.envs), "host": self.host, "state": self.state, "v": self.wire,
-                "version": self.version, "endpoint_kind": self.endpoint_kind, "checkpoint": self.checkpoint}
+        payload = {"schema_version": EVENT_SCHEMA_VERSION, "event": "field.status", "status": "worker",
+                   "timestamp": self.timestamp or utc_now(), "node": self.worker, "queue": self.queue,
+                   "profile": self.profile, "model": self.model, "capacity": self.capacity, "load": self.load,
+                   "envs": list(self.envs), "host": self.host, "state": self.state, "v": self.wire,
+                   "version": self.version, "endpoint_kind": self.endpoint_kind, "checkpoint": self.checkpoint}
+        optional = {"played": self.played, "runs": None if self.runs is None else list(self.runs),
+                    "interval_s": self.interval_s}
+        return {**payload, **{key: value for key, value in optional.items() if value is not None}}
 
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any]) -> "Heartbeat | None":
@@ -251,7 +271,11 @@ class Heartbeat:
                        envs=tuple(payload.get("envs") or ()), host=str(payload.get("host", "")),
                        state=str(payload.get("state", "serving")), timestamp=str(payload.get("timestamp", "")),
                        wire=payload.get("v"), version=str(payload.get("version") or ""),
-                       endpoint_kind=str(payload.get("endpoint_kind") or ""), checkpoint=payload.get("checkpoint"))
+                       endpoint_kind=str(payload.get("endpoint_kind") or ""), checkpoint=payload.get("checkpoint"),
+                       played=_optional(int, payload.get("played")),
+                       runs=None if not isinstance(payload.get("runs"), list) else tuple(
+                           str(run) for run in payload["runs"]),
+                       interval_s=_optional(float, payload.get("interval_s")))
         except (KeyError, TypeError, ValueError):
             return None
 

@@ -92,6 +92,8 @@ class EvaluationRun:
         self.interrupted_by: str | None = None
         #: why the gates were not judged (the run is partial), or None
         self.partial: str | None = None
+        #: the --agentgym-notify URLs that did not take the run's summary (publish/webhook.py)
+        self.notify_problems: list[str] = []
         #: --agentgym-stop-when-decided: decides each environment early (run/stopping.py)
         self.stopper: Stopper | None = None
         #: nodeid -> key of the items of each environment, as prepare saw them
@@ -485,6 +487,11 @@ class EvaluationRun:
             self.hook.pytest_agentgym_run_finished(config=self.config, summaries=self.summaries,
                                                    verdicts=self.verdicts)
         self.resources.stop()
+        if self.settings.notify and not deferred:  # the servers are down: a slow receiver holds nothing
+            from pytest_agentgym.publish.webhook import notify_run
+
+            self.notify_problems = notify_run(self.settings.notify, self.info, run_dir=self.run_dir.path,
+                                              report_path=self.report_path, write_info=self.ledger.write)
         return [v for v in self.verdicts if not v.passed]
 
     def _conclude(self, exitstatus: int, interrupted: bool) -> None:

@@ -306,6 +306,8 @@ class Merged:
     report_path: Path | None = None
     #: the shards' lines left out (no record, or repeated byte for byte), as run.json's notes say
     left_out: list[str] = dataclasses.field(default_factory=list)
+    #: the --notify URLs that did not take the merged run's summary (publish/webhook.py)
+    notify_problems: list[str] = dataclasses.field(default_factory=list)
 
     def exit_code(self) -> int:
         """0 when every gate passed (an inconclusive comparison passes unless gates are strict), else 1."""
@@ -329,10 +331,11 @@ def _baseline_verdicts(baseline: str, out: Path, plans: dict, settings: dict, sh
 
 
 def merge(paths: Sequence[str | Path], out: str | Path, *, baseline: str | None = None,
-          report: bool = True) -> Merged:
+          report: bool = True, notify: Sequence[str] = ()) -> Merged:
     """Check the shards in ``paths`` and write the run they make to ``out``. ``baseline``:
     compare with this run directory instead of the shards' --agentgym-baseline. ``out`` is
-    locked first (one writer per run directory: not while a run or another merge writes it)."""
+    locked first (one writer per run directory: not while a run or another merge writes it).
+    ``notify``: URLs that get the merged run's summary (a webhook, docs/notifications.md)."""
     from pytest_agentgym.results.lock import RunDirBusy, RunLock
 
     if not paths:
@@ -348,7 +351,13 @@ def merge(paths: Sequence[str | Path], out: str | Path, *, baseline: str | None 
     try:
         runs = sorted((load(p) for p in expand(paths)), key=lambda r: (r.info.shard["index"], str(r.path)))
         check(runs, _without_shard(runs[0].info.command))
-        return _merge_into(out, runs, baseline, report)
+        merged = _merge_into(out, runs, baseline, report)
+        if notify:  # under the lock: a failure is noted in run.json
+            from pytest_agentgym.publish.webhook import notify_run
+
+            merged.notify_problems = notify_run(notify, merged.info, run_dir=out, report_path=merged.report_path,
+                                                write_info=RunDir(out).write_info, source="merge")
+        return merged
     finally:
         lock.release()
 
@@ -431,4 +440,6 @@ def merge_command(paths: Sequence[str], out: str, *, baseline: str | None, repor
     print(f"agentgym results: {RunDir(merged.out).episodes_file}")
     if merged.report_path is not None:
         print(f"agentgym report: {merged.report_path}")
+    for problem in merged.notify_problems:
+        print(f"pytest-agentgym merge: {problem}", file=sys.stderr)
     return merged.exit_code()

@@ -180,6 +180,8 @@ def summary_lines(run: Any) -> list[Line]:
     if getattr(run, "report_error", None):
         lines.append((f"agentgym report could not be written: {run.report_error}; "
                       f"render it later with `pytest-agentgym report {run.run_dir.path}`", {"yellow": True}))
+    for problem in run.notify_problems:  # a webhook (--agentgym-notify) that did not take it
+        lines.append((f"agentgym: {problem}", {"yellow": True}))
     return lines
 
 

@@ -24,7 +24,8 @@ to ``--concurrency`` at once. For each item it
 A worker that dies takes no item with it: JetStream redelivers what it did not
 ack after AckWait. SIGTERM or Ctrl-C: stop taking work, nak what is in flight
 (no delay), exit 0. Every ``heartbeat_s`` (and when the coordinator calls the
-roll) it publishes a heartbeat on ``agentgym.field.status.v1``.
+roll) it publishes a heartbeat on ``agentgym.field.status.v1``: its load, the episodes it
+played, the runs it serves (``pytest-agentgym fleet`` shows them).
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ from typing import Any, Callable
 from pytest_agentgym.queue import streams
 from pytest_agentgym.queue.address import QueueAddress
 from pytest_agentgym.queue.meaning import worker_fingerprint
-from pytest_agentgym.queue.wire import (HEARTBEAT_SUBJECT, MSG_ID_HEADER, Heartbeat, Refusal, Result, WireError,
-                                        WireVersionError, WorkItem, decode, encode, stamp)
+from pytest_agentgym.queue.wire import (HEARTBEAT_SUBJECT, MSG_ID_HEADER, RECENT_RUN_S, Heartbeat, Refusal, Result,
+                                        WireError, WireVersionError, WorkItem, decode, encode, stamp)
 from pytest_agentgym.results.fingerprint import episode_differences
 
 log = logging.getLogger("pytest_agentgym.worker.serve")
@@ -90,6 +91,8 @@ class Worker:
         self.served = tuple(n for n in settings.env_specs if n not in settings.skip_envs)
         self._adapters: dict[str, Any] = {}
         self._inflight: dict[int, Any] = {}  # id(msg) -> msg
+        self._inflight_runs: dict[int, str] = {}  # id(msg) -> the run of its work item
+        self._finished_runs: dict[str, float] = {}  # run id -> when its last episode here was played (monotonic)
         self._stopping = asyncio.Event()
         self._starting = asyncio.Lock()
         self.stop_reason: str | None = None
@@ -211,6 +214,7 @@ class Worker:
                      f"it will be redelivered")
         finally:
             self._inflight.pop(id(msg), None)
+            self._inflight_runs.pop(id(msg), None)
 
     async def _serve(self, msg: Any) -> None:
         try:
@@ -223,6 +227,7 @@ class Worker:
             self.say(f"worker {self.config.name}: dropped a malformed work item on {msg.subject}: {exc}")
             await msg.term()
             return
+        self._inflight_runs[id(msg)] = item.run_id
         delivery = msg.metadata.num_delivered
         progress = asyncio.ensure_future(self._keep_alive(msg))  # a server start may take a while too
         try:
@@ -253,6 +258,7 @@ class Worker:
         finally:
             progress.cancel()
         self.played += 1
+        self._finished_runs[item.run_id] = time.monotonic()
         log.info("played %s delivery %d", item.msg_id, delivery)
         self.say(f"worker {self.config.name}: {item.nodeid or item.msg_id} (run {item.run_id}): {record.outcome}, "
                  f"reward {record.reward}, {record.duration_s:.1f} s (delivery {delivery})")
@@ -335,7 +341,17 @@ class Worker:
                          model=self._model, capacity=self.config.concurrency, load=len(self._inflight),
                          envs=self.served, host=socket.gethostname(), state=state, version=__version__,
                          endpoint_kind=chosen.kind if chosen else "",
-                         checkpoint=getattr(chosen.config, "checkpoint", None) if chosen else None)
+                         checkpoint=getattr(chosen.config, "checkpoint", None) if chosen else None,
+                         played=self.played, runs=self.runs(), interval_s=self.config.heartbeat_s)
+
+    def runs(self) -> tuple[str, ...]:
+        """The runs this worker serves: those of the items it holds, and those it played an
+        episode of within RECENT_RUN_S (older ones are forgotten)."""
+        now = time.monotonic()
+        for run_id, ended in list(self._finished_runs.items()):
+            if now - ended > RECENT_RUN_S:
+                del self._finished_runs[run_id]
+        return tuple(sorted({*self._inflight_runs.values(), *self._finished_runs}))
 
     async def _beat(self, state: str = "serving") -> None:
         import json
