@@ -118,6 +118,19 @@ def parse_sampling(text: str) -> dict[str, Any]:
     return out
 
 
+def parse_progress(text: str) -> float | str:
+    """--agentgym-progress: a number of seconds between progress lines, ``each`` (a line
+    per finished episode) or ``off``."""
+    value = str(text).strip().lower()
+    if value in ("each", "off"):
+        return value
+    try:
+        return parse_seconds(value)
+    except ValueError:
+        raise ValueError(f"expected a number of seconds between progress lines, each (a line per "
+                         f"finished episode) or off, got {text!r}") from None
+
+
 def parse_text(text: str) -> str:
     text = str(text).strip()
     if not text:
@@ -196,6 +209,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("queue", "URL", "coordinate a fleet: each episode goes to this NATS JetStream work queue "
            "(nats://HOST:PORT[?name=NAME&ack_wait=S&max_deliver=N]) and `pytest-agentgym worker` "
            "processes play them", parse_queue, "none: played here"),
+    Option("progress", "SECONDS|each|off", "a progress line (done per environment, success rate, "
+           "errors, elapsed, ETA) every SECONDS, after each finished episode, or never",
+           parse_progress, "30 on a terminal, 60 in a log, off with -qq"),
+    Option("no_nats", None, "do not publish NATS events"),
     Option("notify", "URL,...", "when the run ends, POST a JSON summary (status, counts, per-environment "
            "figures, gate verdicts) to each URL (docs/notifications.md)", parse_notify, "none"),
     Option("no_report", None, "do not write report.html"),

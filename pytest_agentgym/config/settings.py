@@ -77,6 +77,8 @@ class Settings:
     queue: Any = None
     #: --agentgym-notify: URLs that get the run's summary when it ends (publish/webhook.py)
     notify: tuple[str, ...] = ()
+    #: --agentgym-progress: seconds between progress lines, "each", "off"; None: the default
+    progress: float | str | None = None
 
     def spec(self, name: str) -> EnvSpec:
         for known, spec in self.env_specs.items():
@@ -162,6 +164,7 @@ def resolve(values: Mapping[str, Any], *, rootdir: Path, command: str,
         shard=shard,
         queue=values["queue"],
         notify=values.get("notify") or (),
+        progress=values.get("progress"),
     )
 
 

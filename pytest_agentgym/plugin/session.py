@@ -35,6 +35,7 @@ NOT_PLAYED_EXIT = 3
 _RECORD_ATTR = "agentgym_record"
 _KEPT_ATTR = "agentgym_kept"
 _OUTCOME_ATTR = "agentgym_outcome"
+_FIGURES_ATTR = "agentgym_figures"  # progress: (reward, rounds, duration_s), what -v shows
 
 
 def _episodes(items: list[pytest.Item]) -> list[episode_items.EpisodeItem]:
@@ -135,6 +136,9 @@ class _Session:
                 setattr(report, _RECORD_ATTR, record.to_dict())
                 setattr(report, _KEPT_ATTR, bool(getattr(item, "kept", False)))
                 setattr(report, _OUTCOME_ATTR, record.outcome)
+                from pytest_agentgym.plugin.progress import figures  # progress: for -v
+
+                setattr(report, _FIGURES_ATTR, figures(record))
                 item._agentgym_reported = True  # type: ignore[attr-defined]
                 item.record = None  # type: ignore[attr-defined]  (on disk and on its way in the report)
         return report
@@ -159,6 +163,17 @@ class _Session:
         outcome = getattr(report, _OUTCOME_ATTR, None)
         if outcome is None:  # a report from an xdist worker: its record is still attached
             outcome = (getattr(report, _RECORD_ATTR, None) or {}).get("outcome")
+        shown = getattr(report, _FIGURES_ATTR, None) if config.get_verbosity() > 0 else None  # progress: -v
+        if shown is not None:
+            from pytest_agentgym.plugin.progress import with_figures
+
+            kept = bool(getattr(report, _KEPT_ATTR, False))
+            if outcome == "unsolved" and report.skipped:
+                return "unsolved", "u", (with_figures("UNSOLVED", shown, kept), {"yellow": True})
+            if report.when == "call" and report.passed:
+                return "passed", ".", (with_figures("PASSED", shown, kept), {"green": True})
+            if report.when == "call" and report.failed:
+                return "failed", "F", (with_figures("FAILED", shown, kept), {"red": True})
         if outcome == "unsolved" and report.skipped:
             return "unsolved", "u", ("UNSOLVED", {"yellow": True})
         return None
@@ -267,6 +282,9 @@ class ControllerSession(_Session):
 
     def _before_items(self) -> None:
         _show_notices(self.config, self.run.start_notices)
+        from pytest_agentgym.plugin import progress  # progress: lines of the run's progress
+
+        self._progress = progress.start(self.config, self.run, xdist=self.xdist)
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             from pytest_agentgym.run.terminal import not_played_lines
@@ -308,6 +326,8 @@ class ControllerSession(_Session):
         data = getattr(report, _RECORD_ATTR, None)
         if data is not None:
             self.run.episode_reported(data, kept=bool(getattr(report, _KEPT_ATTR, False)))
+            if getattr(self, "_progress", None) is not None:  # progress
+                self._progress.episode(data, kept=bool(getattr(report, _KEPT_ATTR, False)))
 
     # -- the end --------------------------------------------------------------------------------
 
