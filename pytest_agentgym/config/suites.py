@@ -31,15 +31,15 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import yaml
 
 from pytest_agentgym.envs.spec import is_verifiers, read_yaml
 from pytest_agentgym.results.gates import Gate, GateError
+from pytest_agentgym.config.suite_files import DEFAULT_SKIP_DIRS, is_suite_file, suite_files
 from pytest_agentgym.config.tasks import parse_tasks
 
-_SUITE_MARK = re.compile(r"^environment\s*:", re.MULTILINE)
 SUITE_KEYS = {
     "environment", "tasks", "repeat", "max_rounds", "episode_timeout", "sampling",
     "min_reward", "gates", "nodes", "description", "max_error_rate", "baseline_metric", "args",
@@ -63,15 +63,6 @@ class Suite:
     gates: tuple[Gate, ...] = ()
     max_error_rate: float | None = None
     baseline_metric: str | None = None
-
-
-def is_suite_file(path: Path) -> bool:
-    if path.suffix not in (".yaml", ".yml"):
-        return False
-    try:
-        return bool(_SUITE_MARK.search(path.read_text(encoding="utf-8", errors="replace")))
-    except OSError:
-        return False
 
 
 def _number(value: Any, key: str, where: str, *, integer: bool, positive: bool = True) -> Any:
@@ -187,27 +178,24 @@ def _fraction(value: Any, key: str, where: str) -> float | None:
     return float(value)
 
 
-def suites_under(paths: list[str], settings: Any, errors: list[str] | None = None) -> list[Suite]:
+def suites_under(paths: list[str], settings: Any, errors: list[str] | None = None, *,
+                 skip_dirs: Sequence[str] = DEFAULT_SKIP_DIRS) -> list[Suite]:
     """The usable suites under command-line ``paths``, as collection would keep them
-    (--agentgym-envs and the node's skip list applied). A broken file is left out; its
-    error is appended to ``errors`` when given (else collection reports it)."""
+    (--agentgym-envs and the node's skip list applied; ``skip_dirs``: pytest's
+    ``norecursedirs``). A broken file is left out; its error is appended to ``errors``
+    when given (else collection reports it)."""
     found: list[Suite] = []
     wanted = {e.lower() for e in settings.envs} if settings.envs else None
-    for root in paths:
-        root_path = Path(str(root).split("::")[0])
-        files = [root_path] if root_path.is_file() else sorted(root_path.rglob("*.y*ml"))
-        for path in files:
-            if not is_suite_file(path):
-                continue
-            try:
-                suite = load_suite(path, settings.node, list(settings.env_specs), settings.env_specs)
-            except SuiteError as exc:
-                if errors is not None:
-                    errors.append(str(exc))
-                continue
-            if (wanted and suite.environment.lower() not in wanted) or suite.environment in settings.skip_envs:
-                continue
-            found.append(suite)
+    for path in suite_files(paths, skip_dirs):
+        try:
+            suite = load_suite(path, settings.node, list(settings.env_specs), settings.env_specs)
+        except SuiteError as exc:
+            if errors is not None:
+                errors.append(str(exc))
+            continue
+        if (wanted and suite.environment.lower() not in wanted) or suite.environment in settings.skip_envs:
+            continue
+        found.append(suite)
     return found
 
 

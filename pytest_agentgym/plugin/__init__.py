@@ -1,27 +1,22 @@
 """pytest entry point (pytest11 -> pytest_agentgym.plugin). Wiring only.
 
 The hooks that run before a run exists are here (options, hook specs, the
-preflight answer); ``pytest_configure`` makes the run (run/evaluation.py
-``EvaluationRun``) and registers the session object whose methods are every
-other hook (plugin/session.py: the controller's, or an xdist worker's). The
-work lives in config/ (settings, suites), plugin/items.py (the pytest nodes)
-and run/."""
+preflight answer); ``pytest_configure`` makes the run (plugin/activation.py: run/evaluation.py
+``EvaluationRun``, and the session object whose methods are every other hook,
+plugin/session.py: the controller's, or an xdist worker's), unless the session does not
+evaluate (plugin/dormancy.py: the plugin then stays silent until its collection says
+otherwise). The work lives in config/ (settings, suites), plugin/items.py (the pytest
+nodes) and run/. Loaded in every pytest session of its environment: it imports little."""
 
 from __future__ import annotations
 
-import signal
-import threading
-from pathlib import Path
-
 import pytest
 
-
-from pytest_agentgym.plugin import options
+from pytest_agentgym.plugin import dormancy, options
+from pytest_agentgym.plugin.activation import activate, is_worker, looks_only, restore_sigterm
+from pytest_agentgym.plugin.dormancy import DormantSession
 from pytest_agentgym.plugin.fixtures import agentgym_episode, agentgym_run  # noqa: F401  (registered here)
-from pytest_agentgym.plugin.options import resolve_settings
-from pytest_agentgym.plugin.stash import RUN_KEY, NODE_SKIPPED_KEY, SETTINGS_KEY, SUITE_ERRORS_KEY
-
-_SIGTERM_KEY = pytest.StashKey[object]()
+from pytest_agentgym.plugin.stash import RUN_KEY, SETTINGS_KEY
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -38,35 +33,10 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     options.hint_habitual_flags(parser, args)  # before pytest rejects e.g. --dry-run
 
 
-def _is_worker(config: pytest.Config) -> bool:
-    return hasattr(config, "workerinput")
-
-
-def _is_controller(config: pytest.Config) -> bool:
-    """True in the process that owns servers and reporting (no xdist, or xdist's controller)."""
-    return not _is_worker(config)
-
-
-def _uses_xdist(config: pytest.Config) -> bool:
-    return bool(getattr(config.option, "numprocesses", None)) and not _is_worker(config)
-
-
-def _looks_only(config: pytest.Config) -> bool:
-    """--agentgym-preflight (--agentgym-dry-run) or --agentgym-list-envs, given on the
-    command line, as AGENTGYM_* variables or ini keys."""
-    from pytest_agentgym.plugin.options import flag
-
-    return flag(config, "list_envs") or flag(config, "preflight")
-
-
-def _runs_episodes(config: pytest.Config) -> bool:
-    return not (config.option.collectonly or _looks_only(config))
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     """--agentgym-list-envs and --agentgym-preflight answer and end the run."""
-    if not _looks_only(config):
+    if not looks_only(config):
         return None
     from pytest_agentgym.plugin.preflight import list_envs, preflight
 
@@ -81,77 +51,16 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "agentgym: an AgentGym episode")
     config.addinivalue_line("markers", "verifiers: episodes of verifiers environments (environment: verifiers:<module>)")
-    settings = resolve_settings(config)
-    if _is_worker(config):
-        settings = settings.__class__(**{**settings.__dict__, "run_id": config.workerinput["agentgym_run_id"]})
-    for name in settings.env_specs:
-        config.addinivalue_line("markers", f"{name.lower()}: episodes of {name}")
-    if settings.queue is not None and (_uses_xdist(config) or _is_worker(config)):
-        raise pytest.UsageError("--agentgym-queue and pytest-xdist (-n) do not go together: the queue's "
-                                "workers are the parallelism; leave out -n")
-    config.stash[SETTINGS_KEY] = settings
-    config.stash[SUITE_ERRORS_KEY] = []
-    config.stash[NODE_SKIPPED_KEY] = {}
-    from pytest_agentgym.results.ledger import LedgerError, RunLedger
-    from pytest_agentgym.run.evaluation import EvaluationRun
-
-    worker_input = config.workerinput if _is_worker(config) else None
-    ledger = None
-    if worker_input is None and _runs_episodes(config):
-        from pytest_agentgym.results.store import check_writable
-
-        unwritable = check_writable(Path(settings.reports).resolve())
-        if unwritable is not None:
-            raise pytest.UsageError(f"--agentgym-reports: {unwritable}")
-        root, name = Path(settings.reports).resolve(), settings.run_id
-        if settings.shard is not None:  # reports/<run_id>/shard-I-of-N
-            root, name = root / settings.run_id, settings.shard.dirname
-        try:
-            ledger = (RunLedger.resume(settings.resume) if settings.resume is not None
-                      else RunLedger.new(root, name))
-        except LedgerError as exc:
-            raise pytest.UsageError(str(exc)) from None
-    run = EvaluationRun(settings, hook=config.hook, config=config, worker_input=worker_input, ledger=ledger)
-    config.stash[RUN_KEY] = run  # from here on, unconfigure stops what the run started
-    from pytest_agentgym.plugin.session import ControllerSession, WorkerSession
-
-    if _is_controller(config):
-        config.pluginmanager.register(ControllerSession(config, run, xdist=_uses_xdist(config)),
-                                      "agentgym-session")
-        _stop_on_sigterm(config)
+    if is_worker(config) and "agentgym_run_id" not in config.workerinput:
+        config.pluginmanager.register(DormantSession(config), "agentgym-dormant")  # so is its controller
+    elif not is_worker(config) and dormancy.is_dormant(config):
+        config.pluginmanager.register(DormantSession(config), "agentgym-dormant")
     else:
-        config.pluginmanager.register(WorkerSession(config, run), "agentgym-session")
-    from pytest_agentgym.model.endpoint_settings import EndpointConfigError
-
-    try:  # the servers of the suites named on the command line boot while the rest is
-        # imported and collected; a bad model: section is a usage error, found now
-        if _is_controller(config) and _runs_episodes(config):
-            run.warm_up()
-        elif worker_input is None:
-            run.model_settings()
-    except EndpointConfigError as exc:
-        raise pytest.UsageError(str(exc)) from None
-
-
-def _stop_on_sigterm(config: pytest.Config) -> None:
-    """SIGTERM ends the run like Ctrl-C: pytest unwinds, the run is written as
-    ``interrupted`` with its end time, servers are stopped."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-
-    def interrupt(signum, frame):  # type: ignore[no-untyped-def]
-        run = config.stash.get(RUN_KEY, None)
-        if run is not None:
-            run.interrupt(f"signal {signal.Signals(signum).name}")
-        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
-
-    config.stash[_SIGTERM_KEY] = signal.signal(signal.SIGTERM, interrupt)
+        activate(config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    previous = config.stash.get(_SIGTERM_KEY, None)
-    if previous is not None:
-        signal.signal(signal.SIGTERM, previous)  # type: ignore[arg-type]
+    restore_sigterm(config)
     run = config.stash.get(RUN_KEY, None)
     if run is not None:
         run.shutdown()

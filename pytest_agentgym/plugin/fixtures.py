@@ -10,19 +10,21 @@ and lands in the run's episodes.jsonl like them.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
-from pytest_agentgym.results.records import EpisodeRecord
 from pytest_agentgym.plugin.stash import RUN_KEY
+
+if TYPE_CHECKING:  # loaded with the plugin in every pytest session: imports only what it must
+    from pytest_agentgym.results.records import EpisodeRecord
 
 
 @pytest.fixture
 def agentgym_episode(request: pytest.FixtureRequest) -> Callable[..., EpisodeRecord]:
     """A function ``(env, task_index, *, repeat=1, max_rounds=None, episode_timeout=None,
     sampling=None, min_reward=None) -> EpisodeRecord`` that plays one episode."""
-    run = request.config.stash[RUN_KEY]
+    run = _run(request)
     counter = {"n": 0}
 
     def play(env: str, task_index: int, *, repeat: int = 1, max_rounds: int | None = None,
@@ -40,4 +42,13 @@ def agentgym_episode(request: pytest.FixtureRequest) -> Callable[..., EpisodeRec
 @pytest.fixture
 def agentgym_run(request: pytest.FixtureRequest) -> Any:
     """The run's :class:`~pytest_agentgym.run.evaluation.EvaluationRun` (settings, run directory, ...)."""
-    return request.config.stash[RUN_KEY]
+    return _run(request)
+
+
+def _run(request: pytest.FixtureRequest) -> Any:
+    run = request.config.stash.get(RUN_KEY, None)
+    if run is None:
+        from pytest_agentgym.plugin.dormancy import no_run_message
+
+        pytest.fail(no_run_message(request.node.nodeid), pytrace=False)
+    return run

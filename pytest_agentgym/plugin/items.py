@@ -14,6 +14,7 @@ import pytest
 
 from pytest_agentgym.config.suites import Suite, SuiteError, episodes, item_name, load_suite, marker_name
 from pytest_agentgym.envs.spec import is_verifiers
+from pytest_agentgym.plugin.lastfailed import mark_if_gate_failed
 
 
 class EpisodeInfraError(pytest.fail.Exception):  # type: ignore[misc,name-defined]
@@ -62,6 +63,7 @@ class SuiteFile(pytest.File):
             )
             item.add_marker(pytest.mark.agentgym)
             item.add_marker(getattr(pytest.mark, marker_name(suite.environment)))
+            mark_if_gate_failed(item, suite.environment)  # --lf after a gate failure
             yield item
 
 
@@ -106,6 +108,7 @@ class EpisodeItem(pytest.Item):
         self.user_properties.append(("success", record.success))
         self.user_properties.append(("rounds", record.rounds))
         self.user_properties.append(("outcome", record.outcome))
+        self.user_properties.append(("duration_s", record.duration_s))
         if record.error is not None:
             why = run.blocked().get(self.suite.environment)
             if why is not None and record.error == why:  # said once above the items, not per item

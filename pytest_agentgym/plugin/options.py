@@ -12,13 +12,14 @@ from __future__ import annotations
 import os
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_agentgym.config.options import BY_NAME, OPTIONS, Option
-from pytest_agentgym.config.profile import ProfileError
-from pytest_agentgym.config.settings import Settings, SettingsError, resolve
+
+if TYPE_CHECKING:  # resolved only in a session that evaluates (plugin/dormancy.py)
+    from pytest_agentgym.config.settings import Settings
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -111,6 +112,8 @@ def rerun_command(config: pytest.Config, seed: int | None) -> str:
 
 def resolve_settings(config: pytest.Config) -> Settings:
     """The run's settings from ``config``'s options; a bad value is a ``pytest.UsageError``."""
+    from pytest_agentgym.config.profile import ProfileError
+    from pytest_agentgym.config.settings import SettingsError, resolve
     from pytest_agentgym.results.ledger import LedgerError
     from pytest_agentgym.run.checks import baseline_usable
 

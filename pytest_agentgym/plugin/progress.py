@@ -196,7 +196,7 @@ def start(config: pytest.Config, run: Any, *, xdist: bool) -> ProgressPrinter | 
     workers = getattr(config.option, "numprocesses", None) if xdist else None
     workers = workers if isinstance(workers, int) and workers > 0 else 1
     concurrency = None if settings.queue is not None else settings.concurrency * workers
-    planned = Counter(key[0] for key in planned_keys)
+    planned = Counter(sorted(key[0] for key in planned_keys))  # environments by name, as the summary table
     printer = ProgressPrinter(config, reporter, Progress(planned, concurrency), mode=mode, interval_s=interval,
                               heartbeat=tty and mode == "interval" and not xdist,
                               stopped=lambda: list(run.stopper.stops) if run.stopper is not None else ())

@@ -131,6 +131,8 @@ class _Session:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):  # type: ignore[no-untyped-def]
         report = yield
         record = getattr(item, "record", None)
+        if isinstance(item, episode_items.EpisodeItem):
+            _episode_duration(report, record)
         if record is not None and not getattr(item, "_agentgym_reported", False):
             if report.when == "call" or (report.when == "setup" and report.failed):
                 setattr(report, _RECORD_ATTR, record.to_dict())
@@ -221,7 +223,9 @@ class ControllerSession(_Session):
         if self.config.option.collectonly:
             return
         if self.xdist:
-            as_usage_error(self.run.start_for_paths, self.config.args)
+            from pytest_agentgym.plugin.selection import selection
+
+            as_usage_error(self.run.start_for_paths, self.config.args, selection(self.config))
         else:
             self.run.start()
 
@@ -237,8 +241,11 @@ class ControllerSession(_Session):
 
         return header_lines(self.run, not config.option.collectonly and self.run.has_suites)
 
+    #: woken from dormancy during collection (plugin/dormancy.py): the header follows it
+    late_header = False
+
     def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> list[str]:
-        lines = []
+        lines = self.pytest_report_header(config) if self.late_header else []
         skipped = config.stash.get(NODE_SKIPPED_KEY, {})
         if skipped:
             settings = config.stash[SETTINGS_KEY]
@@ -246,8 +253,11 @@ class ControllerSession(_Session):
             lines.append(f"agentgym: node {settings.node} skips {names}: not collected. Run them on a node "
                          f"that serves them (--agentgym-node=NAME), or give their servers' URLs in a node "
                          f"profile (envs.overrides.<Name>.url) and take them off its envs.skip list")
+        from pytest_agentgym.plugin.lastfailed import rerun_lines
         from pytest_agentgym.run.terminal import sampling_lines, stop_header_lines
 
+        if not self.xdist:  # under xdist the workers collect: this side has no items
+            lines.extend(rerun_lines(config, items))
         lines.extend(sampling_lines(self.run))
         lines.extend(stop_header_lines(self.run))
         return lines
@@ -370,6 +380,21 @@ def _show_notices(config: pytest.Config, start_notices: list) -> None:
         return
     for notice in notices.to_show(start_notices, verbose=config.get_verbosity() > 0):
         reporter.write_line(f"agentgym: {notice.text}", yellow=True)
+
+
+def _episode_duration(report: pytest.TestReport, record: Any) -> None:
+    """An episode item's time is its episode's: the call phase (or the setup of an
+    episode that erred) carries ``duration_s``; the setup that waited for it and the
+    teardown take 0. Without this, pytest times each phase by the wall clock, and with
+    episodes played ahead of their items (or by xdist workers in batches) the waiting
+    lands on whichever item comes first: junit's ``time`` and ``--durations`` would not
+    be the episodes'. An item skipped in its setup (not played, stopped early) keeps its
+    own time; an unsolved one (an xfail of the call phase) has its episode's."""
+    if report.when == "call" or (report.when == "setup" and report.failed):
+        if record is not None:
+            report.duration = float(record.duration_s or 0.0)
+    elif report.when == "teardown" or not report.skipped:
+        report.duration = 0.0
 
 
 def _gate_report(verdict, run) -> pytest.TestReport:  # type: ignore[no-untyped-def]

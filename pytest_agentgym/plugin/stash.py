@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_agentgym.config.settings import Settings
+if TYPE_CHECKING:  # the plugin's module loads in every pytest session: keep it light
+    from pytest_agentgym.config.settings import Settings
 
 #: The run's settings, resolved once in pytest_configure.
-SETTINGS_KEY = pytest.StashKey[Settings]()
+SETTINGS_KEY = pytest.StashKey["Settings"]()
 #: Messages of suite files that could not be loaded (turned into one UsageError).
 SUITE_ERRORS_KEY = pytest.StashKey[list]()
 #: The run (run/evaluation.py EvaluationRun); created in pytest_configure.

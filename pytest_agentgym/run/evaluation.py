@@ -20,7 +20,7 @@ import concurrent.futures
 import dataclasses
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from pytest_agentgym.results.aggregate import EnvSummary, summaries_record
 from pytest_agentgym.envs import adapter_class
@@ -39,6 +39,10 @@ if TYPE_CHECKING:  # the environment client (httpx, jinja2) is imported after wa
     from pytest_agentgym.envs.base import EnvAdapter
     from pytest_agentgym.engine.episode import EpisodeRequest
     from pytest_agentgym.run.stopping import Stop, Stopper
+
+#: an episode as the command line's selection sees it: (suite path as in node ids,
+#: environment, task index, repeat)
+Episode = tuple[str, str, int, int]
 
 
 class RunAborted(RuntimeError):
@@ -114,22 +118,24 @@ class EvaluationRun:
     def model_settings(self) -> Any:
         return self.resources.model_settings()
 
-    def warm_up(self) -> None:
+    def warm_up(self, choose: Callable[[Sequence[Episode]], list[Episode]] | None = None) -> None:
         """At configure time, for the first episode's sake: launch the servers of the
         suites named on the command line without waiting, so they boot while pytest
         imports and collects; read the model settings (a bad ``model:`` section raises
         EndpointConfigError now); then launch the reference agent too when it is the
         first endpoint. The first episode waits for the slowest process, not the sum.
         Nothing is launched when those paths hold no suite (the plugin is installed,
-        but this run is of other tests)."""
+        but this run is of other tests), nor for an environment that ``choose`` (the
+        command line's -k, -m, --deselect, --lf) leaves no episode of."""
         from pytest_agentgym.config.suites import suites_under
 
         try:
             paths = [str(a) for a in self.config.args] if self.config is not None else []
-            envs = list(dict.fromkeys(s.environment for s in suites_under(paths, self.settings)))
+            found = suites_under(paths, self.settings)
         except OSError:
-            envs = []  # collection will say what is wrong with the paths
-        self.has_suites = bool(envs)
+            found = []  # collection will say what is wrong with the paths
+        self.has_suites = bool(found)
+        envs = list(dict.fromkeys(env for _path, env, _task, _repeat in self._selected(found, choose)))
         if envs:
             self.resources.warm_up(envs)
         self.model_settings()
@@ -153,16 +159,31 @@ class EvaluationRun:
         if suite.environment not in self.plans:
             self.plans[suite.environment] = plan_for(suite, self.settings, gate_path)
 
-    def start_for_paths(self, paths: Sequence[str]) -> None:
+    def start_for_paths(self, paths: Sequence[str],
+                        choose: Callable[[Sequence[Episode]], list[Episode]] | None = None) -> None:
         """xdist controller: plan from the suites under ``paths`` (the controller collects
-        no items) and start what they need, before workers start."""
-        from pytest_agentgym.config.suites import episodes, suites_under
+        no items) and start what they need, before workers start: only what ``choose``
+        (the command line's -k, -m, --deselect, --lf) keeps."""
+        from pytest_agentgym.config.suites import suites_under
 
-        for suite in suites_under(list(paths), self.settings):
-            self._plan_suite(suite, self._node_path(suite.path))
-            self.planned_keys.update((suite.environment, task, repeat) for task, repeat in
-                                     episodes(suite, self.settings.tasks, self.settings.repeat))
+        found = suites_under(list(paths), self.settings)
+        selected = self._selected(found, choose)
+        envs = {env for _path, env, _task, _repeat in selected}
+        for suite in found:
+            if suite.environment in envs:
+                self._plan_suite(suite, self._node_path(suite.path))
+        self.planned_keys.update((env, task, repeat) for _path, env, task, repeat in selected)
         self._begin(list(self.plans))
+
+    def _selected(self, suites: Sequence[Any], choose: Callable[[Sequence[Episode]], list[Episode]] | None
+                  ) -> list[Episode]:
+        """The episodes of ``suites`` as (node path, environment, task, repeat), those
+        ``choose`` keeps (all without it)."""
+        from pytest_agentgym.config.suites import episodes
+
+        every = [(self._node_path(suite.path), suite.environment, task, repeat) for suite in suites
+                 for task, repeat in episodes(suite, self.settings.tasks, self.settings.repeat)]
+        return every if choose is None else choose(every)
 
     def _node_path(self, path: Path) -> str:
         """``path`` as pytest writes it in node ids (relative to the rootdir, '/'-separated),
