@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 
-from pytest_agentgym.config.shard import parse_option as parse_shard
-from pytest_agentgym.config.tasks import parse_tasks
 
 
 def _parse_int(text: str, minimum: int) -> int:
@@ -26,6 +24,21 @@ def _parse_int(text: str, minimum: int) -> int:
     if value < minimum:
         raise ValueError(f"expected a number >= {minimum}, got {value}")
     return value
+
+
+def parse_shard(text: str) -> Any:
+    """--agentgym-shard (config/shard.py, imported when the option is given: these rows load
+    in every pytest session, plugin/dormancy.py)."""
+    from pytest_agentgym.config.shard import parse_option
+
+    return parse_option(text)
+
+
+def parse_tasks(text: str) -> Any:
+    """--agentgym-tasks (config/tasks.py, imported when the option is given)."""
+    from pytest_agentgym.config.tasks import parse_tasks as parse
+
+    return parse(text)
 
 
 def parse_positive_int(text: str) -> int:

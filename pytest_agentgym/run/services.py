@@ -325,8 +325,6 @@ class RunResources:
 
     def stop(self) -> None:
         """Close the engine and stop what this process started (idempotent)."""
-        from pytest_agentgym.process.children import in_parallel
-
         if self.engine is not None:
             self.engine.close()
         stops = []  # side by side: each waits for its processes to exit
@@ -337,7 +335,10 @@ class RunResources:
             stops.append(self._chosen.close)
         if self._spawned_agent is not None:  # spawned ahead, never handed to a chosen endpoint
             stops.append(self._spawned_agent.stop)
-        in_parallel(stops)
+        if stops:  # (a run that started nothing, e.g. --collect-only, need not import the process manager)
+            from pytest_agentgym.process.children import in_parallel
+
+            in_parallel(stops)
 
     @property
     def chosen(self) -> Any:
