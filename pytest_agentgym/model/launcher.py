@@ -9,6 +9,14 @@ and :attr:`LaunchFailed.detail` keeps the command and the log's last lines, so
 a run can show those once, at the end of its output, instead of in every episode.
 :func:`~pytest_agentgym.model.endpoints.choose_endpoint` calls it for the
 launched entries of the fallback chain. No pytest here.
+
+A checkpoint is checked before vLLM is started
+(:func:`~pytest_agentgym.model.checkpoint.check_checkpoint`): a broken one fails in
+well under a second with what is wrong and the fix, where vLLM took one to three
+minutes to say less. When vLLM still fails, the one line names the cause:
+:func:`error_line` takes the first exception in what this start wrote to the log
+that says why (vLLM's engine process logs the root cause, "Cannot find any model
+weights", and the API server then ends on "Engine core initialization failed").
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
+from pytest_agentgym.model.checkpoint import check_checkpoint
 from pytest_agentgym.model.endpoint_settings import ChosenEndpoint, EndpointConfig, ModelSettings
 from pytest_agentgym.model.vllm import MODEL_STOP_GRACE, LaunchError, VLLMServer
 from pytest_agentgym.process.managed import ManagedServer
@@ -30,6 +39,17 @@ __all__ = ["LaunchFailed", "REFERENCE_STARTUP_TIMEOUT", "launch"]
 REFERENCE_STARTUP_TIMEOUT = 60.0
 #: a log line that ends a Python traceback: ``ValueError: ...``, ``torch.OutOfMemoryError: ...``
 ERROR_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Exit|Interrupt)\b[^:]*: .+")
+#: what vLLM's logger puts before each line: ``(EngineCore_DP0 pid=81) ERROR 11-23 10:02:03 [core.py:708] ``
+#: (or only the process, on what a child prints), and terminal colours
+VLLM_PREFIX = re.compile(r"^(?:[^(\s]*\([\w.:-]+ pid=\d+\) )?"
+                         r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d [\d:.]+ \[[^\]]*\] ?)?")
+COLOURS = re.compile(r"\x1b\[[0-9;]*m")
+#: exceptions that only pass another one on: they name no cause of their own
+NO_CAUSE = re.compile(r"Engine core initialization failed|See root cause above|Error raised in subprocess|"
+                      r"failed to be inspected|^SystemExit\b|^KeyboardInterrupt\b|^BrokenPipeError\b|"
+                      r"^Exception ignored in")
+#: how much of a failed start's log is searched for its cause
+LOG_WINDOW = 1_000_000
 
 
 class LaunchFailed(LaunchError):
@@ -41,32 +61,50 @@ class LaunchFailed(LaunchError):
         super().__init__(message, exit_code=exit_code)
 
 
-def error_line(log_tail: str) -> str | None:
-    """The last line of ``log_tail`` that reads like a Python exception, with the
-    indented lines that continue its message (pydantic's ``ValidationError`` puts
-    the reason there), in one line of at most 300 characters."""
-    lines = log_tail.splitlines()
-    for index in range(len(lines) - 1, -1, -1):
-        if ERROR_LINE.match(lines[index].strip()):
-            parts = [lines[index].strip()]
-            for more in lines[index + 1:]:
-                if not more[:1].isspace():
-                    break
-                if more.strip() and not more.strip().startswith("For further information"):
-                    parts.append(more.strip())
-            text = "; ".join(parts)
-            return text if len(text) <= 300 else text[:297] + "..."
-    return None
+def error_line(log: str) -> str | None:
+    """The exception line of ``log`` that says why the start failed, with the indented
+    lines that continue its message (pydantic's ``ValidationError`` puts the reason
+    there), in one line of at most 300 characters. vLLM's log prefixes are ignored.
+    The first exception that names a cause wins: a chained traceback and vLLM's
+    processes put the root cause first and wrappers ("Engine core initialization
+    failed. See root cause above.") after it; a log of wrappers only gives its last."""
+    lines = [VLLM_PREFIX.sub("", COLOURS.sub("", line), count=1) for line in log.splitlines()]
+    found: list[str] = []
+    for index, line in enumerate(lines):
+        if not ERROR_LINE.match(line.strip()):
+            continue
+        parts = [line.strip()]
+        for more in lines[index + 1:]:
+            if not more[:1].isspace():
+                break
+            if more.strip() and not more.strip().startswith("For further information"):
+                parts.append(more.strip())
+        text = "; ".join(parts)
+        found.append(text if len(text) <= 300 else text[:297] + "...")
+    return next((text for text in found if not NO_CAUSE.search(text)), found[-1] if found else None)
 
 
-def _one_line(exc: LaunchError, server: ManagedServer, label: str, notes: Sequence[str]) -> LaunchFailed:
-    """The start error ``exc`` of ``server``, said in one line; the detail ends with ``notes``."""
+def _written_since(path: Path | None, offset: int) -> str:
+    """What a start wrote to its (appended) log: the text after ``offset``, at most the last
+    :data:`LOG_WINDOW` bytes of it."""
+    if path is None or not path.exists():
+        return ""
+    with path.open("rb") as log:
+        size = log.seek(0, 2)
+        log.seek(max(offset, size - LOG_WINDOW))
+        return log.read().decode("utf-8", "replace")
+
+
+def _one_line(exc: LaunchError, server: ManagedServer, label: str, notes: Sequence[str],
+              log: str = "") -> LaunchFailed:
+    """The start error ``exc`` of ``server``, said in one line with the cause found in
+    ``log`` (what this start wrote; else the error's tail); the detail ends with ``notes``."""
     if exc.exit_code is not None:
         what = f"{label} {describe_exit(exc.exit_code)} before it answered"
     else:
         what = (f"{label} did not answer {server.health.describe()} within {server.startup_timeout:g} s "
                 f"and was stopped ({server.advice.slow_start})")
-    cause = error_line(exc.log_tail)
+    cause = error_line(log) or error_line(exc.log_tail)
     return LaunchFailed(f"{what}{': ' + cause if cause else ''}; log: {server.log_path}",
                         detail="\n".join([str(exc), *(f"note: {n}" for n in notes)]), exit_code=exc.exit_code)
 
@@ -74,12 +112,14 @@ def _one_line(exc: LaunchError, server: ManagedServer, label: str, notes: Sequen
 def _started(server: Any, process: ManagedServer, label: str, notes: Sequence[str] = ()) -> None:
     """``server.start()``; a failure with a log behind it becomes :class:`LaunchFailed`.
     Failures before anything ran (no checkpoint, no vLLM there) are short already."""
+    log_path = process.log_path
+    offset = log_path.stat().st_size if log_path is not None and log_path.exists() else 0
     try:
         server.start()
     except LaunchError as exc:
         if not exc.log_tail and exc.exit_code is None:
             raise
-        raise _one_line(exc, process, label, notes) from exc
+        raise _one_line(exc, process, label, notes, _written_since(log_path, offset)) from exc
 
 
 def _fits_max_tokens(settings: ModelSettings, max_model_len: int | None) -> list[str]:
@@ -113,6 +153,12 @@ def launch(config: EndpointConfig, settings: ModelSettings, log_dir: Path,
             raise LaunchError(f"{config.where}: kind vllm needs a checkpoint; pass "
                               f"--agentgym-checkpoint PATH or set checkpoint: PATH")
         options = settings.vllm
+        problems = check_checkpoint(config.checkpoint, options)
+        if problems:  # said now, not by vLLM after a minute or three
+            said = [str(p) for p in problems] if len(problems) == 1 else \
+                [f"({n}) {p}" for n, p in enumerate(problems, 1)]
+            raise LaunchError(f"checkpoint {config.checkpoint} cannot be served, vLLM was not started: "
+                              + " ".join(said))
         if config.model and not options.served_model_name:
             options = replace(options, served_model_name=config.model)
         server = VLLMServer(config.checkpoint, options, log_path=log_dir / "vllm.log")

@@ -15,7 +15,6 @@ from __future__ import annotations
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TextIO
 
 
@@ -49,9 +48,13 @@ def _check_endpoint(position: int, endpoint: Any, model: Any) -> EndpointCheck:
             if not endpoint.checkpoint:
                 return EndpointCheck(label, endpoint.describe(), False,
                                      "unusable: no checkpoint; pass --agentgym-checkpoint PATH")
-            if not Path(endpoint.checkpoint).expanduser().exists():
+            from pytest_agentgym.model.checkpoint import check_checkpoint
+
+            problems = check_checkpoint(endpoint.checkpoint, model.vllm)  # as the launch reads it
+            if problems:  # what vLLM would refuse after a minute or more, one line each
                 return EndpointCheck(label, endpoint.describe(), False,
-                                     f"unusable: checkpoint {endpoint.checkpoint} does not exist")
+                                     f"unusable: checkpoint {endpoint.checkpoint} cannot be served:"
+                                     + "".join(f"\n      {problem}" for problem in problems))
         return EndpointCheck(label, endpoint.describe(), True,
                              f"launchable ({endpoint.kind} is started by the plugin)")
     try:

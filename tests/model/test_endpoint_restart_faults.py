@@ -14,6 +14,7 @@ import sys
 import psutil
 import pytest
 
+from helpers.checkpoints import write_checkpoint
 from helpers.projects import episodes, make_project, suite
 from helpers.run_dirs import written_lines
 from helpers.waiting import wait_until
@@ -125,9 +126,7 @@ def test_a_launched_vllm_that_died_is_revived_on_its_port_and_an_attached_endpoi
     from pytest_agentgym.model.endpoint_settings import ChosenEndpoint, EndpointConfig, ModelSettings
     from pytest_agentgym.model.endpoints import choose_endpoint
 
-    checkpoint = tmp_path / "ckpt"
-    checkpoint.mkdir()
-    (checkpoint / "config.json").write_text('{"model_type": "qwen3", "max_position_embeddings": 512}')
+    checkpoint = write_checkpoint(tmp_path / "ckpt")
     python = fake_vllm.install(tmp_path / "venv", "serve")  # vLLM played by the reference agent
     settings = ModelSettings.from_mapping({"endpoints": [{"kind": "vllm", "model": "reference"}]},
                                           vllm={"python": str(python), "startup_timeout": 60}

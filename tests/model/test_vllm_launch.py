@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from helpers import fake_vllm
+from helpers.checkpoints import write_checkpoint
 from helpers.projects import episodes, make_project, run, suite
 from pytest_agentgym.model.endpoint_settings import ModelSettings
 from pytest_agentgym.model.endpoints import NoEndpointAvailable, choose_endpoint
@@ -23,11 +24,8 @@ LOWERED = ("vllm.max_model_len 4096 lowered to 512, the checkpoint's own limit "
 
 
 def small_checkpoint(root, positions=512):
-    directory = root / "ckpt"
-    directory.mkdir()
-    (directory / "config.json").write_text(json.dumps({"model_type": "qwen3",
-                                                       "max_position_embeddings": positions}))
-    return directory
+    """A checkpoint the launcher's checks pass (helpers/checkpoints.py), of ``positions`` positions."""
+    return write_checkpoint(root / "ckpt", positions=positions)
 
 
 def run_on_cpu_node(pytester, monkeypatch, mode: str, tasks: str, *args: str):
