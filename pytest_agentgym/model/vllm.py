@@ -13,7 +13,10 @@ The process itself is a :class:`pytest_agentgym.process.managed.ManagedServer`
 (the same manager as the environment servers): its own session, killed with
 the harness (``PR_SET_PDEATHSIG``, SIGTERM here so vLLM can stop its workers),
 its output in a log file, HTTP 200 from ``GET /health`` awaited while the
-process is watched, stopped with SIGTERM then SIGKILL to its whole family.
+process is watched, stopped with SIGTERM then SIGKILL to its whole family. A
+reaper (:mod:`pytest_agentgym.process.reaper`) comes with it: it deletes the shared
+memory vLLM's processes leave in ``/dev/shm`` when they are stopped by force, and
+stops the family itself when the harness dies first (SIGKILL, a second Ctrl-C).
 
 How vLLM is started (the profile's ``vllm:`` section) is
 :class:`~pytest_agentgym.model.vllm_options.VLLMOptions`. This module does not
@@ -86,6 +89,7 @@ class VLLMServer:
             host=self.options.host, port=self.port, log_path=log_path, env=self.options.env,
             startup_timeout=self.options.startup_timeout, stop_grace=MODEL_STOP_GRACE,
             health=HEALTH_ENDPOINT, label=f"vLLM on {self.checkpoint}", death_signal=signal.SIGTERM,
+            reaper=True,
             advice=Advice(
                 cannot_run=f"point vllm.python or {VLLM_PYTHON_ENV} at an interpreter that has vLLM",
                 slow_start="raise vllm.startup_timeout if loading the checkpoint takes longer"),

@@ -39,6 +39,7 @@ import psutil
 
 from pytest_agentgym.process.children import descendants, popen, session_members, signal_group, sweep
 from pytest_agentgym.process.errors import ServerCommandError, ServerError, ServerStartError
+from pytest_agentgym.process.reaper import Reaper, shm_names
 from pytest_agentgym.results.redact import redact_text
 from pytest_agentgym.process.health import (
     ANY_ANSWER,
@@ -89,7 +90,9 @@ class ManagedServer:
     temporary directory); ``env`` is added to this process's environment.
     ``health`` says what counts as healthy; ``label`` is how messages name the
     server (default ``environment server NAME``) and ``advice`` what they
-    suggest; ``death_signal`` is what the child gets if the harness dies.
+    suggest; ``death_signal`` is what the child gets if the harness dies;
+    ``reaper``: a :class:`~pytest_agentgym.process.reaper.Reaper` comes with each spawn,
+    to stop the family if the harness dies and delete the shared memory it leaves.
     Call :meth:`start` (or use it as a context manager).
     """
 
@@ -113,6 +116,7 @@ class ManagedServer:
         advice: Advice | None = None,
         death_signal: int = signal.SIGKILL,
         http: httpx.Client | Callable[[], httpx.Client] | None = None,
+        reaper: bool = False,
     ) -> None:
         if (command is None) == (url is None):
             raise ValueError(f"server {name}: give exactly one of command= (spawn) or url= (attach)")
@@ -129,7 +133,9 @@ class ManagedServer:
         self.label = label or f"environment server {name}"
         self.advice = advice or environment_advice(name)
         self.death_signal = int(death_signal)
+        self.reaper = reaper
         self._proc: subprocess.Popen | None = None
+        self._reaper: Reaper | None = None
         #: the health-probe client: the caller's (a pool's, or a function that gives it
         #: on first use), or one of our own made on first use and kept until stop();
         #: never one per poll
@@ -203,6 +209,7 @@ class ManagedServer:
         argv = self.argv or []
         env = {**os.environ, **self.env}
         env.setdefault("PYTHONUNBUFFERED", "1")
+        shm_before = shm_names() if self.reaper else None
         with self.log_path.open("ab") as log:
             log.write(f"--- {time.strftime('%H:%M:%S')} starting: {redact_text(shlex.join(argv))}\n".encode())
             log.flush()
@@ -217,7 +224,18 @@ class ManagedServer:
                     f"{self.label}: cannot run `{shlex.join(argv)}`: {exc}; {self.advice.cannot_run}"
                 ) from exc
         _live.add(self)
+        if shm_before is not None:
+            self._watch(shm_before)
         return self
+
+    def _watch(self, shm_before: set[str]) -> None:
+        """Start the reaper of the process just spawned (``shm_before``: /dev/shm before it)."""
+        assert self._proc is not None
+        try:
+            self._reaper = Reaper.watch(self._proc.pid, self._spawned_at, self.stop_grace, shm_before,
+                                        self.log_path)
+        except OSError as exc:  # the server runs; only the clean-up after a crash is lost
+            log.warning("%s: no reaper for its processes and shared memory: %s", self.label, exc)
 
     def wait_ready(self, timeout: float | None = None, poll_interval: float = POLL_INTERVAL) -> float:
         """Probe until healthy and return the seconds it took (``timeout``:
@@ -441,6 +459,7 @@ class ManagedServer:
         """
         grace = self.stop_grace if grace is None else grace
         proc, self._proc = self._proc, None
+        reaper, self._reaper = self._reaper, None
         _live.discard(self)
         own, self._own_http = self._own_http, None
         if own is not None:
@@ -450,6 +469,8 @@ class ManagedServer:
         # Everything it started: its session (it is the session leader, sid == pid),
         # plus descendants that moved to a session of their own.
         family = session_members(proc.pid, self._spawned_at)
+        if reaper is not None:
+            reaper.stopping()  # it notes the shared memory the family uses before any of it exits
         if proc.poll() is None:
             family += descendants(proc.pid)
             signal_group(proc.pid, signal.SIGTERM)
@@ -460,6 +481,8 @@ class ManagedServer:
                 proc.wait()
         self._last_exit = proc.returncode
         sweep([p for p in {p.pid: p for p in family}.values() if p.pid != proc.pid], grace)
+        if reaper is not None:
+            reaper.finish()  # deletes what the family left in /dev/shm
         return self._last_exit
 
     def __enter__(self) -> "ManagedServer":
