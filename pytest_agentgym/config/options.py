@@ -91,6 +91,49 @@ def parse_notify(text: str) -> tuple[str, ...]:
     return urls
 
 
+#: A selector of --agentgym-endpoint that is a position in the chain: 0 is the primary.
+_POSITION = re.compile(r"\d+")
+
+
+def parse_endpoints(text: str | list[str]) -> tuple[tuple[str, str], ...]:
+    """--agentgym-endpoint: ``tensorzero=http://gpu:3030,ollama=http://127.0.0.1:11434`` ->
+    ``(("tensorzero", "http://gpu:3030"), ("ollama", "http://127.0.0.1:11434"))``.
+
+    The flag may be repeated (pytest hands over a list); pairs are separated by commas or
+    white space (an ini value may hold one a line). A selector is an endpoint kind or a
+    position in the profile's chain (``0`` the primary, ``1`` the first fallback); which
+    endpoint it names is decided against the profile (model/endpoint_settings.py
+    ``override_urls``), where a kind the profile has none of is refused."""
+    from urllib.parse import urlsplit
+
+    from pytest_agentgym.model.endpoint_settings import KINDS
+    from pytest_agentgym.results.redact import redact_url
+
+    texts = text if isinstance(text, list) else [text]
+    pairs: dict[str, str] = {}
+    for part in (p for t in texts for p in re.split(r"[,\s]+", str(t)) if p):
+        selector, sep, url = part.partition("=")
+        selector = selector.strip().lower()
+        if not sep or not url:
+            raise ValueError(f"{redact_url(part)!r} is not KIND=URL; write e.g. tensorzero=http://gpu:3030 "
+                             f"(comma-separate several, or repeat the flag)")
+        if selector not in KINDS and not _POSITION.fullmatch(selector):
+            raise ValueError(f"{selector!r} in {redact_url(part)!r} is neither an endpoint kind "
+                             f"({', '.join(KINDS)}) nor a position in the chain (0 the primary, 1 the first "
+                             f"fallback, ...)")
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{selector}={redact_url(url)}: the URL must start with http:// or https:// and "
+                             f"name a host, e.g. {selector}=http://127.0.0.1:3030")
+        if selector in pairs:
+            raise ValueError(f"{selector} is given twice ({redact_url(pairs[selector])} and {redact_url(url)}); "
+                             f"give each endpoint one URL")
+        pairs[selector] = url.rstrip("/")
+    if not pairs:
+        raise ValueError("expected KIND=URL, e.g. tensorzero=http://gpu:3030,ollama=http://127.0.0.1:11434")
+    return tuple(pairs.items())
+
+
 def parse_fraction(text: str) -> float:
     try:
         value = float(text)
@@ -169,6 +212,7 @@ class Option:
     parse: Callable[[str], Any] | None = None  # None: a flag
     default_text: str = "none"
     aliases: tuple[str, ...] = ()  # more flags for the same option
+    repeatable: bool = False  # the flag may be given more than once: parse gets the list
 
     @property
     def flag(self) -> str:
@@ -193,6 +237,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("concurrency", "N", "episodes in flight at once (per process)", parse_positive_int, "node"),
     Option("model", "NAME", "model name to request from the endpoint", parse_text, "node"),
     Option("base_url", "URL", "any OpenAI-compatible endpoint (replaces the node's)", parse_text, "node"),
+    Option("endpoint", "KIND=URL", "point the node's endpoint of this kind (or at this position of its "
+           "chain: 0 the primary) at URL, keeping its model, the chain and the fallbacks; comma-separate "
+           "several or repeat the flag", parse_endpoints, "the node's", repeatable=True),
     Option("api_key_env", "VAR", "environment variable holding the endpoint's API key", parse_text, "node"),
     Option("checkpoint", "PATH", "serve this checkpoint with vLLM and evaluate it", parse_text, "none"),
     Option("baseline", "RUN_DIR", "compare with this run, paired per task, and fail on a regression "

@@ -47,6 +47,9 @@ class Settings:
     node_episode_timeout: float = 300.0
     model: str | None = None
     base_url: str | None = None
+    #: --agentgym-endpoint: the endpoints of the chain whose URL was replaced
+    #: (model.endpoint_settings.EndpointOverride); ``profile`` has the new URLs already
+    endpoint_overrides: tuple[Any, ...] = ()
     api_key_env: str | None = None
     checkpoint: str | None = None
     #: --agentgym-baseline, resolved to a run directory (before this run repoints latest)
@@ -114,6 +117,7 @@ def resolve(values: Mapping[str, Any], *, rootdir: Path, command: str,
             raise SettingsError(f"--agentgym-stop-when-decided and {flag} do not go together: deciding an "
                                 f"environment early needs every one of its episodes in one process; drop "
                                 f"{flag} or --agentgym-stop-when-decided")
+    raw_profile, overrides = _endpoint_overrides(values, profile)
     run_id = run_id or datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
     if values["sampling"]:
         from pytest_agentgym.model.call_settings import Sampling
@@ -125,7 +129,7 @@ def resolve(values: Mapping[str, Any], *, rootdir: Path, command: str,
     return Settings(
         node=profile.name,
         node_file=profile.file,
-        profile=profile.raw,
+        profile=raw_profile,
         env_specs=specs,
         concurrency=concurrency,
         reports=reports,
@@ -143,6 +147,7 @@ def resolve(values: Mapping[str, Any], *, rootdir: Path, command: str,
         node_episode_timeout=profile.episode_timeout,
         model=values["model"],
         base_url=values["base_url"],
+        endpoint_overrides=overrides,
         api_key_env=values["api_key_env"],
         checkpoint=values["checkpoint"],
         baseline=_baseline_dir(values["baseline"], reports),
@@ -178,6 +183,26 @@ def for_node(profile: NodeProfile, *, concurrency: int | None, reports: Path, co
         servers_mode=profile.servers_mode, nats=None, command=command, skip_envs=profile.skip,
         node_max_rounds=profile.max_rounds, node_episode_timeout=profile.episode_timeout,
         node_max_error_rate=profile.max_error_rate)
+
+
+def _endpoint_overrides(values: Mapping[str, Any], profile: NodeProfile) -> tuple[dict[str, Any], tuple[Any, ...]]:
+    """The node's raw profile with --agentgym-endpoint's URLs in its model chain, and the
+    overrides (model/endpoint_settings.py ``override_urls``); the profile as it is without it."""
+    pairs = values.get("endpoint")
+    if not pairs:
+        return profile.raw, ()
+    given_by = values.get("endpoint_given_by") or "--agentgym-endpoint"
+    for other, flag in ((values["base_url"], "--agentgym-base-url"), (values["queue"], "--agentgym-queue")):
+        if other is not None:
+            why = ("replaces the whole chain with one endpoint" if flag == "--agentgym-base-url"
+                   else "has the workers play with the endpoints of their own node profiles")
+            raise SettingsError(f"{given_by} and {flag} do not go together: {flag} {why}; drop one of them")
+    from pytest_agentgym.model.endpoint_settings import EndpointConfigError, override_urls
+
+    try:
+        return override_urls(profile.raw, pairs, given_by=given_by, where=f"node {profile.name} ({profile.file})")
+    except EndpointConfigError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 def _baseline_dir(value: str | None, reports: Path) -> str | None:

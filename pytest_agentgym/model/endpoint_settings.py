@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from pytest_agentgym.model.vllm import VLLMServer
     from pytest_agentgym.process.managed import ManagedServer
 
-__all__ = ["ChosenEndpoint", "EndpointConfig", "EndpointConfigError", "HEALTH_TIMEOUT", "KINDS", "LAUNCHABLE",
-           "ModelSettings", "join_url", "parse_endpoint"]
+__all__ = ["ChosenEndpoint", "EndpointConfig", "EndpointConfigError", "EndpointOverride", "HEALTH_TIMEOUT", "KINDS",
+           "LAUNCHABLE", "ModelSettings", "join_url", "override_urls", "parse_endpoint"]
 
 KINDS = ("openai", "tensorzero", "ollama", "vllm", "reference")
 LAUNCHABLE = ("vllm", "reference")
@@ -255,6 +255,91 @@ class ModelSettings:
         )
 
 
+def _position_label(position: int) -> str:
+    return "primary" if position == 0 else f"fallback {position}"
+
+
+@dataclass(frozen=True)
+class EndpointOverride:
+    """One endpoint of the chain whose URL ``--agentgym-endpoint`` replaced: the rest of
+    the entry (its model, API key variable), its place in the chain and the fallbacks
+    around it are the profile's. ``given_by`` is where the URL came from (the flag, its
+    ``AGENTGYM_ENDPOINT`` variable or its ini key), for the header."""
+
+    selector: str  # as given: a kind, or a position in the chain
+    position: int
+    kind: str
+    url: str
+    given_by: str = "--agentgym-endpoint"
+
+    @property
+    def name(self) -> str:
+        """The endpoint as the user named it: ``tensorzero``, or ``fallback 1 (ollama)``."""
+        return self.kind if self.selector == self.kind else f"{_position_label(self.position)} ({self.kind})"
+
+    def describe(self) -> str:
+        """``endpoint tensorzero overridden: http://gpu:3030 (--agentgym-endpoint)``, the URL redacted."""
+        return f"endpoint {self.name} overridden: {redact_url(self.url)} ({self.given_by})"
+
+    def record(self) -> dict[str, Any]:
+        """What run.json's ``settings.endpoint_overrides`` keeps of it (the URL redacted)."""
+        return {"endpoint": self.name, "kind": self.kind, "position": self.position,
+                "url": redact_url(self.url), "given_by": self.given_by}
+
+
+def override_urls(profile: Mapping[str, Any], pairs: Sequence[tuple[str, str]], *,
+                  given_by: str = "--agentgym-endpoint", where: str = "node profile",
+                  ) -> tuple[dict[str, Any], tuple[EndpointOverride, ...]]:
+    """A copy of the node ``profile`` (its raw mapping) whose ``model.endpoints`` have the
+    URLs of ``pairs`` (``(selector, url)``, as config/options.py ``parse_endpoints`` reads
+    ``--agentgym-endpoint``), and what was replaced.
+
+    A selector is a kind, which names the one endpoint of that kind (a kind that occurs
+    twice is ambiguous: the message lists the positions to write instead), or a position
+    (``0`` the primary). The profile is rewritten rather than the parsed chain so that
+    every reader of the ``model:`` section (the run, preflight, an xdist worker) sees the
+    same chain. A launched kind given a URL is attached to instead (a ``vllm`` entry then
+    needs its ``model``). Raises :class:`EndpointConfigError` naming ``given_by`` and the
+    fix: a kind the chain has no endpoint of, a position past its end, two selectors for
+    one endpoint, an entry the new URL makes unusable."""
+    import copy
+
+    chain = ModelSettings.from_profile(profile, where=where).endpoints  # the profile's own errors first
+    has = ", ".join(f"{e.kind} ({i}{', the primary' if i == 0 else ''})" for i, e in enumerate(chain))
+    raw = copy.deepcopy(dict(profile))
+    entries = list(raw["model"]["endpoints"])
+    overrides: dict[int, EndpointOverride] = {}
+    for selector, url in pairs:
+        given = f"{given_by}: {selector}={redact_url(url)}"
+        if selector.isdigit():
+            position = int(selector)
+            if position >= len(chain):
+                raise EndpointConfigError(f"{given}: {where} has {len(chain)} endpoint(s), positions 0 to "
+                                          f"{len(chain) - 1}: {has}")
+        else:
+            positions = [i for i, endpoint in enumerate(chain) if endpoint.kind == selector]
+            if not positions:
+                raise EndpointConfigError(f"{given}: {where} has no {selector} endpoint; its endpoints are {has}: "
+                                          f"name one of those kinds, or a position (0=URL for the primary)")
+            if len(positions) > 1:
+                raise EndpointConfigError(f"{given}: {where} has {len(positions)} {selector} endpoints (positions "
+                                          f"{', '.join(map(str, positions))}); name one by its position, e.g. "
+                                          f"{positions[-1]}=URL")
+            position = positions[0]
+        if position in overrides:
+            raise EndpointConfigError(f"{given}: the {_position_label(position)} endpoint ({chain[position].kind}) "
+                                      f"is already pointed at {redact_url(overrides[position].url)} by "
+                                      f"{overrides[position].selector}=...; give each endpoint one URL")
+        entries[position] = {**entries[position], "url": url}
+        try:
+            parse_endpoint(entries[position], chain[position].where)
+        except EndpointConfigError as exc:
+            raise EndpointConfigError(f"{given}: {exc}") from None
+        overrides[position] = EndpointOverride(selector, position, chain[position].kind, url, given_by)
+    raw["model"] = {**raw["model"], "endpoints": entries}
+    return raw, tuple(overrides[i] for i in sorted(overrides))
+
+
 @dataclass
 class ChosenEndpoint:
     """The endpoint a run uses; ``close()`` stops it when the plugin launched it.
@@ -262,7 +347,8 @@ class ChosenEndpoint:
     ``notes`` are lines for the report header and run.json (endpoints passed
     over, a lowered ``max_model_len``, vLLM's start-up time); ``startup_s`` is
     the seconds a launched vLLM took from spawn to healthy and ``version`` what
-    its ``GET /version`` answered (None for other kinds)."""
+    its ``GET /version`` answered (None for other kinds); ``checked_by`` how an attached
+    endpoint was found healthy (``GET /status``; None for a launched one), for the header."""
 
     config: EndpointConfig
     base_url: str
@@ -271,6 +357,7 @@ class ChosenEndpoint:
     process: ManagedServer | VLLMServer | None = None
     startup_s: float | None = None
     version: str | None = None
+    checked_by: str | None = None
 
     @property
     def kind(self) -> str:

@@ -26,6 +26,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -39,7 +40,7 @@ from pytest_agentgym.model.endpoint_settings import (
 )
 from pytest_agentgym.model.launcher import launch
 from pytest_agentgym.model.vllm import LaunchError
-from pytest_agentgym.results.redact import redact_text
+from pytest_agentgym.results.redact import redact_text, redact_url
 from pytest_agentgym.transport import ProxyRouting, proxy_for, proxy_phrase
 
 __all__ = ["Health", "NoEndpointAvailable", "choose_endpoint", "probe"]
@@ -68,8 +69,15 @@ class NoEndpointAvailable(RuntimeError):
 
 @dataclass(frozen=True)
 class Health:
+    """What a probe found. ``checked_by``: the request that showed a healthy endpoint
+    healthy (``GET /status``), for the header; ``note``: a line for the header and
+    run.json when that was not the kind's usual check (the route answered where the
+    health route is missing), saying what the check did not cover."""
+
     ok: bool
     reason: str = "ok"
+    checked_by: str = ""
+    note: str | None = None
 
 
 def _failure(exc: httpx.HTTPError, timeout: float) -> str:
@@ -112,7 +120,7 @@ def _probe(config: EndpointConfig, timeout: float, api_key: str | None,
     try:
         with httpx.Client(timeout=timeout, transport=transport or ProxyRouting(), headers=headers) as http:
             if config.kind == "tensorzero":
-                return _expect_200(http.get(join_url(config.url, "/status")), "/status")
+                return _tensorzero_health(http, config)
             if config.kind == "reference":
                 return _expect_200(http.get(join_url(config.url, "/health")), "/health")
             if config.kind == "ollama":
@@ -128,8 +136,49 @@ def _probe(config: EndpointConfig, timeout: float, api_key: str | None,
 
 def _expect_200(response: httpx.Response, path: str) -> Health:
     if response.status_code == 200:
-        return Health(True)
+        return Health(True, checked_by=f"GET {path}")
     return Health(False, f"GET {path} answered HTTP {response.status_code}")
+
+
+def _tensorzero_health(http: httpx.Client, config: EndpointConfig) -> Health:
+    """``GET /status`` (a standalone gateway's liveness route), else ``GET /health``;
+    when both are 404, whether the ``/openai/v1`` routes are served: the gateway that
+    the ``tensorzero`` package runs in-process serves those and nothing else."""
+    for path in ("/status", "/health"):
+        response = http.get(join_url(config.url, path))
+        if response.status_code != 404:
+            return _expect_200(response, path)
+    return _chat_route_health(http, config, "GET /status and GET /health answered HTTP 404")
+
+
+#: What a chat completions route answers to an empty JSON object: the request is
+#: refused while it is read (``messages`` missing), before any model is asked.
+_REFUSED_AS_INCOMPLETE = (400, 422)
+
+
+def _chat_route_health(http: httpx.Client, config: EndpointConfig, missing: str) -> Health:
+    """The fallback check of an endpoint whose health route is missing: ``POST
+    <base>/chat/completions`` with an empty JSON object. An answer that refuses it as
+    incomplete (HTTP 400 or 422) shows that the server is up and serves the route, and
+    costs no model call; it does not show that the model name is known: a wrong one is
+    the first episode's error. Anything else (404: no such route; 5xx; 401/403) is
+    unhealthy and says so."""
+    url = join_url(config.base_url, "/chat/completions")
+    route = urlsplit(url).path
+    response = http.post(url, json={})
+    code = response.status_code
+    if code in (401, 403):
+        return Health(False, f"{missing}, and POST {route} answered HTTP {code}; set model.api_key_env to the "
+                             f"variable holding the key")
+    if code not in _REFUSED_AS_INCOMPLETE:
+        hint = (f"; nothing there serves OpenAI's chat completions: is {redact_url(config.url or '')} the "
+                f"{'gateway' if config.kind == 'tensorzero' else 'OpenAI base URL'}?" if code in (404, 405) else "")
+        return Health(False, f"{missing}, and POST {route} with an empty request answered HTTP {code}{hint}")
+    check = f"POST {route} with an empty request"
+    return Health(True, checked_by=check, note=(
+        f"{config.describe(with_model=False)}: {missing}; checked instead that {check} is refused as "
+        f"incomplete (HTTP {code}): the route is served and no model was asked, so the model name "
+        f"{config.model} is first tried by the first episode"))
 
 
 def _ollama_health(http: httpx.Client, config: EndpointConfig) -> Health:
@@ -142,11 +191,13 @@ def _ollama_health(http: httpx.Client, config: EndpointConfig) -> Health:
         return Health(False, "GET /api/tags did not answer Ollama's JSON; is this Ollama?")
     if not _listed([n for n in names if n], config.model or "", ollama=True):
         return Health(False, f"model {config.model} not pulled; run `ollama pull {config.model}`")
-    return Health(True)
+    return Health(True, checked_by="GET /api/tags")
 
 
 def _models_health(http: httpx.Client, config: EndpointConfig) -> Health:
     response = http.get(join_url(config.base_url, "/models"))
+    if response.status_code == 404:  # a server with no model list (TensorZero's OpenAI routes)
+        return _chat_route_health(http, config, "GET /models answered HTTP 404")
     if response.status_code in (401, 403):
         return Health(False, f"GET /models answered HTTP {response.status_code}; set model.api_key_env "
                              f"to the variable holding the key")
@@ -159,7 +210,7 @@ def _models_health(http: httpx.Client, config: EndpointConfig) -> Health:
     if config.model and not _listed([i for i in ids if i], config.model):
         served = ", ".join(i for i in ids if i) or "nothing"
         return Health(False, f"model {config.model} is not served there (it serves {served})")
-    return Health(True)
+    return Health(True, checked_by="GET /health and GET /models" if config.kind == "vllm" else "GET /models")
 
 
 # --------------------------------------------------------------------------- the chain
@@ -199,7 +250,8 @@ def choose_endpoint(settings: ModelSettings, *, log_dir: str | os.PathLike[str] 
             if not health.ok:
                 notes.append(f"{label} {config.describe(with_model=False)} unhealthy ({health.reason})")
                 continue
-            chosen = ChosenEndpoint(config, config.base_url, config.model or "")
+            chosen = ChosenEndpoint(config, config.base_url, config.model or "", checked_by=health.checked_by,
+                                    notes=(health.note,) if health.note else ())
         if notes:
             notes.append(f"using {'fallback ' if position else ''}{chosen.config.describe()}")
         chosen.notes = tuple(notes) + chosen.notes

@@ -31,6 +31,7 @@ def add_options(parser: pytest.Parser) -> None:
             parser.addini(option.dest, f"{option.help} (bool)", type="bool", default=None)
         else:
             group.addoption(option.flag, *option.aliases, metavar=option.metavar, default=None,
+                            action="append" if option.repeatable else "store",
                             dest=option.dest, help=f"{option.help} (default: {option.default_text})")
             parser.addini(option.dest, f"{option.help} (default: {option.default_text})", default=None)
 
@@ -118,6 +119,8 @@ def resolve_settings(config: pytest.Config) -> Settings:
     from pytest_agentgym.run.checks import baseline_usable
 
     values = {option.name: _value(config, option.name) for option in OPTIONS}
+    given = _raw(config, BY_NAME["endpoint"])  # the header names where an endpoint's URL came from
+    values["endpoint_given_by"] = given[1] if given else None
     try:
         settings = resolve(values, rootdir=Path(config.rootpath), command=rerun_command(config, values["seed"]),
                            add_environments=lambda specs: config.hook.pytest_agentgym_add_environments(

@@ -78,11 +78,22 @@ def redact_url(url: str) -> str:
     return f"{scheme}{separator}{authority}{path}{question}{query}{hash_mark}{fragment}"
 
 
+# A comma inside a matched URL that another URL follows (``tensorzero=http://a@h,ollama=http://b@g``,
+# as --agentgym-endpoint takes them): the match is cut there, so the second URL's user info
+# is not read as the first one's path.
+_NEXT_URL = re.compile(r",(?=[^,]*://)")
+
+
+def _redact_match(match: re.Match[str]) -> str:
+    first, *more = _NEXT_URL.split(match.group(0))
+    return ",".join([redact_url(first), *(redact_text(piece) for piece in more)])
+
+
 def redact_text(text: str) -> str:
     """``text`` with every URL in it redacted by :func:`redact_url`."""
     if "://" not in text:  # the common case, and cheap: most text holds no URL
         return text
-    return _URL_IN_TEXT.sub(lambda match: redact_url(match.group(0)), text)
+    return _URL_IN_TEXT.sub(_redact_match, text)
 
 
 def redact_data(value: Any) -> Any:

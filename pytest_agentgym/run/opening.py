@@ -34,5 +34,7 @@ def run_info(settings: Any, chosen: Any, env_names: Sequence[str], fp: Mapping[s
         run_id=s.run_id, started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), node=s.node,
         model=chosen.model if chosen else "none", endpoint=redact_url(chosen.base_url) if chosen else "none",
         endpoint_kind=chosen.kind if chosen else "none", environments=tuple(env_names), command=s.command,
-        seed=s.seed, checkpoint=s.checkpoint, settings=settings_snapshot(s), versions=dict(versions),
+        seed=s.seed, checkpoint=s.checkpoint, settings=settings_snapshot(s) | {
+            "endpoint_overrides": [o.record() for o in getattr(s, "endpoint_overrides", ())]},
+        versions=dict(versions),
         git_commit=git_commit(), baseline=s.baseline, fingerprint=dict(fp), notes=tuple(notes))

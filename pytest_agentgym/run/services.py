@@ -132,7 +132,7 @@ class RunResources:
                 or self._spawned_agent is not None:
             return
         first = self.model_settings().endpoints[0]
-        if first.kind != "reference":
+        if first.kind != "reference" or not first.launched:  # a reference agent given a URL is attached
             return
         from pytest_agentgym.model.launcher import reference_agent
         from pytest_agentgym.process.errors import ServerError

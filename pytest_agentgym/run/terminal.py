@@ -16,8 +16,9 @@ def show_sampling(sampling: dict[str, Any]) -> str:
 
 
 def header_lines(run: Any, probe: bool) -> list[str]:
-    """Before collection: the node, the resumed run, the model endpoint (probed unless
-    ``probe`` is false, as with --collect-only), the node's sampling, the rerun command."""
+    """Before collection: the node, the resumed run, the endpoints --agentgym-endpoint
+    pointed elsewhere, the model endpoint (probed unless ``probe`` is false, as with
+    --collect-only, and how it was found healthy), the node's sampling, the rerun command."""
     from pytest_agentgym.results.redact import redact_text
 
     s = run.settings
@@ -26,6 +27,7 @@ def header_lines(run: Any, probe: bool) -> list[str]:
         kept = len(run.ledger.kept)
         lines.append(f"agentgym: resuming {run.run_dir.path} as generation {run.ledger.generation}: "
                      f"{kept} scored episode(s) kept, the missing and errored ones run again")
+    lines.extend(f"agentgym: {override.describe()}" for override in s.endpoint_overrides)
     if probe:  # chosen in the start phase (EvaluationRun.start): the header only reports it
         chosen = run.resources.chosen
         if chosen is None:
@@ -34,7 +36,9 @@ def header_lines(run: Any, probe: bool) -> list[str]:
                 else "NO MODEL ENDPOINT"
             lines.append(f"agentgym: {what}, every episode will be an error: {error.message}")
         else:
-            lines.append(f"agentgym: model {chosen.model} via {chosen.kind} at {chosen.base_url}")
+            checked = getattr(chosen, "checked_by", None)  # an attached endpoint's probe
+            lines.append(f"agentgym: model {chosen.model} via {chosen.kind} at {chosen.base_url}"
+                         + (f" (healthy: {checked})" if checked else ""))
             lines.extend(f"agentgym: {'queue' if chosen.kind == 'queue' else 'endpoint'}: {note}"
                          for note in chosen.notes)
     else:
