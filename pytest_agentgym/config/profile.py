@@ -31,6 +31,59 @@ PACKAGE_NODES = DEFAULT_ENVS_FILE.parent / "nodes"
 PROFILE_KEYS = frozenset({"name", "description", "model", "limits", "nats", "envs", "vllm"})
 DEFAULT_EPISODE_TIMEOUT_S = 300.0
 
+#: What a run does when its model endpoint stops answering mid-run (``model.outage.policy``)
+OUTAGE_POLICIES = {
+    "fail": "the episodes that meet the outage error, as before (the default)",
+    "wait": "pause new episodes, probe the endpoint for up to wait_s, then retry the episodes it cut short",
+    "failover": "move to the next endpoint of model.endpoints that answers; records name the model that served them",
+}
+#: ``model.outage.wait_s`` when a policy of ``wait`` gives none: long enough for a gateway or
+#: a GPU server to be restarted by hand
+DEFAULT_OUTAGE_WAIT_S = 600.0
+_OUTAGE_KEYS = ("policy", "wait_s", "probe_every_s")
+
+
+@dataclass(frozen=True)
+class OutagePolicy:
+    """``model.outage``: what the engine does when the model endpoint becomes unreachable
+    mid-run (docs/outages.md). ``probe_every_s``: the pause between two health probes
+    while waiting."""
+
+    policy: str = "fail"
+    wait_s: float = DEFAULT_OUTAGE_WAIT_S
+    probe_every_s: float = 2.0
+
+
+def outage_policy(profile: Mapping[str, Any], where: str) -> OutagePolicy:
+    """The ``model.outage`` section of the profile mapping ``profile`` (``where``: its
+    file, for the message). Raises :class:`ProfileError` naming the key and the fix."""
+    model = profile.get("model")
+    section = model.get("outage") if isinstance(model, Mapping) else None
+    if section is None:
+        return OutagePolicy()
+    example = "e.g. outage: {policy: wait, wait_s: 600}"
+    if not isinstance(section, Mapping):
+        raise ProfileError(f"{where}: model.outage must be a mapping, {example}; got {section!r}")
+    unknown = sorted(str(k) for k in section if k not in _OUTAGE_KEYS)
+    if unknown:
+        raise ProfileError(f"{where}: model.outage has unknown key(s) {', '.join(unknown)}; "
+                           f"it takes {', '.join(_OUTAGE_KEYS)}, {example}")
+    policy = section.get("policy", "wait")
+    if policy not in OUTAGE_POLICIES:
+        raise ProfileError(f"{where}: model.outage.policy is {policy!r}; use "
+                           + ", ".join(f"'{name}' ({why})" for name, why in OUTAGE_POLICIES.items()))
+    seconds = {}
+    for key, default in (("wait_s", DEFAULT_OUTAGE_WAIT_S), ("probe_every_s", 2.0)):
+        value = section.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise ProfileError(f"{where}: model.outage.{key} must be a number of seconds above 0, "
+                               f"{example}; got {value!r}")
+        seconds[key] = float(value)
+    if policy == "failover" and len(model.get("endpoints") or ()) < 2:
+        raise ProfileError(f"{where}: model.outage.policy is failover, but model.endpoints lists one "
+                           "endpoint: add the endpoint to fail over to, or use policy: wait")
+    return OutagePolicy(policy=policy, **seconds)
+
 
 class ProfileError(ValueError):
     """A node profile that cannot be used. ``reason`` is the message without the flag
@@ -59,6 +112,8 @@ class NodeProfile:
     nats_url: str | None = None
     create_stream: bool = False
     limits: dict[str, Any] = field(default_factory=dict)
+    #: ``model.outage``: wait for the endpoint, fail over, or fail (docs/outages.md)
+    outage: OutagePolicy = field(default_factory=OutagePolicy)
 
     @classmethod
     def load(cls, node: str, rootdir: Path, *, flag: str = "--agentgym-node",
@@ -90,7 +145,8 @@ class NodeProfile:
                    max_rounds=limits.get("max_rounds"),
                    episode_timeout=float(limits.get("episode_timeout", DEFAULT_EPISODE_TIMEOUT_S)),
                    max_error_rate=budget, nats_url=nats.get("url"),
-                   create_stream=bool(nats.get("create_stream", False)), limits=limits)
+                   create_stream=bool(nats.get("create_stream", False)), limits=limits,
+                   outage=outage_policy(raw, str(path)))
 
     def model_settings(self) -> Any:
         """The ``model:`` section (model.endpoints.ModelSettings). Raises

@@ -8,7 +8,9 @@ reports: ``score`` for BabyAI and SciWorld). Infrastructure failures
 (environment server, model endpoint, harness) end the attempt as an *error*;
 they are retried as a fresh episode up to ``retries`` times, and every failed
 attempt is kept in the record; a request the model endpoint refused (HTTP 4xx)
-is deterministic and not retried.
+is deterministic and not retried. A model endpoint found unreachable may first be
+waited for, or failed over from, by the engine's outage guard (engine/outage.py,
+the node's ``model.outage``); such a retry is kept but not counted against ``retries``.
 
 Policy outcomes, not errors: the environment says done (``done``), the rounds
 run out (``max_rounds``), the model endpoint says the conversation no longer
@@ -47,6 +49,10 @@ MODEL_BUDGET_SLACK_S = 1.0
 
 #: Seconds an episode waits for ``POST /close`` when freeing its environment.
 CLOSE_TIMEOUT_S = 10.0
+
+#: Retries an episode may take after outages its engine's guard recovered from, beyond its
+#: own (engine/outage.py): a bound for an endpoint that answers probes but drops every call.
+OUTAGE_RETRIES = 5
 
 
 @dataclass(frozen=True)
@@ -243,39 +249,59 @@ async def run_episode(
     client: EnvClient,
     model: ChatModel,
     before_retry: BeforeRetry | None = None,
+    outage: Any = None,
 ) -> EpisodeRecord:
-    """Run one episode (with retries on infrastructure errors) and return its record."""
+    """Run one episode (with retries on infrastructure errors) and return its record.
+    ``outage``: the engine's :class:`~pytest_agentgym.engine.outage.OutageGuard`, which
+    gives each attempt its model and decides what an unreachable endpoint means; a retry
+    after an outage it waited out (or failed over) is kept in ``retried`` but not counted
+    against ``limits.retries``."""
     retried: list[ErrorInfo] = []
+    counted = 0  # retries taken from limits.retries
+    outages = 0  # retries after an outage the guard recovered from
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     started = time.monotonic()
     while True:
         error: ErrorInfo | None = None
         again = True
+        failure: BaseException | None = None
+        served = outage.model if outage is not None else model  # the model of this attempt
         deadline = time.monotonic() + request.limits.timeout_s
         with watch_requests() as watch:
             attempt = _Attempt(watch)
             try:
                 stop = await asyncio.wait_for(
-                    _play(request, adapter, client, model, attempt, deadline),
+                    _play(request, adapter, client, served, attempt, deadline),
                     timeout=request.limits.timeout_s,
                 )
             except (asyncio.TimeoutError, TimeoutError, _BudgetSpent):
-                stop, error = _budget_ran_out(request, attempt, model)
+                stop, error = _budget_ran_out(request, attempt, served)
             except Exception as exc:  # noqa: BLE001 - every failure is stored as data
                 stop, error = "error", ErrorInfo.from_exception(exc, classify(exc))  # type: ignore[arg-type]
-                again = retryable(exc)
+                again, failure = retryable(exc), exc
                 log.warning("%s[%s] repeat %s, attempt %d: %s error", request.spec.name, request.task_index,
                             request.repeat, len(retried) + 1, error.where, exc_info=exc)
-        if error is not None and again and len(retried) < request.limits.retries:
-            if before_retry is not None:
-                try:
-                    await before_retry(error)
-                except Exception as exc:  # noqa: BLE001 - no retry then; say why
-                    error = _recovery_failed(exc, error)
-                    break
-            retried.append(error)
-            continue
-        break
+        if error is None or not again:
+            break
+        an_outage = outage is not None and failure is not None and outage.covers(failure) \
+            and outages < OUTAGE_RETRIES
+        if not an_outage and counted >= request.limits.retries:
+            break
+        if before_retry is not None:  # e.g. a launched endpoint restarted first
+            try:
+                await before_retry(error)
+            except Exception as exc:  # noqa: BLE001 - no retry then; say why
+                error = _recovery_failed(exc, error)
+                break
+        if an_outage:
+            waited = await outage.recover(served)
+            if waited is not None:  # it did not come back: an error as without a policy, saying so
+                error = ErrorInfo(error.type, f"{error.message}; {waited}", error.where)
+                break
+            outages += 1
+        else:
+            counted += 1
+        retried.append(error)
     reward = attempt.last.reward if attempt.last else (None if error else 0.0)
     score = attempt.last.score if attempt.last else None
     if error is not None:
@@ -292,7 +318,7 @@ async def run_episode(
         stop_reason=stop,
         started_at=started_at,
         duration_s=round(time.monotonic() - started, 3),
-        model=model.name,
+        model=served.name,  # the model of the attempt that counts (a failover may have changed it)
         turns=tuple(attempt.turns),
         error=error,
         retried=tuple(retried),

@@ -13,7 +13,7 @@ import asyncio
 import concurrent.futures
 import functools
 import threading
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 from pytest_agentgym.envs.base import EnvAdapter
 from pytest_agentgym.envs.protocol import EnvClient
@@ -34,6 +34,7 @@ class Engine:
         env_urls: dict[str, str],
         before_retry: Callable[[str, ErrorInfo], Awaitable[None]] | None = None,
         on_finished: Callable[[EpisodeRecord], None] | None = None,
+        outage: Any = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
@@ -43,6 +44,8 @@ class Engine:
         self._env_urls = env_urls
         self._before_retry = before_retry
         self._on_finished = on_finished
+        #: the model.outage policy (engine/outage.OutageGuard), or None: an outage is an error
+        self._outage = outage
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="agentgym-engine", daemon=True)
         self._thread.start()
@@ -58,6 +61,8 @@ class Engine:
     async def _setup(self) -> None:
         self._semaphore = asyncio.Semaphore(self.concurrency)
         self._model = self._model_factory()
+        if self._outage is not None:
+            await self._outage.setup(self._model)
         self._clients: dict[str, EnvClient] = {}
 
     def _client(self, request: EpisodeRequest) -> EnvClient:
@@ -70,6 +75,8 @@ class Engine:
 
     async def _run(self, key: str, request: EpisodeRequest) -> EpisodeRecord:
         async with self._semaphore:
+            if self._outage is not None:
+                await self._outage.admitted()  # paused while the model endpoint is waited for
             self._started.add(key)
             adapter = self._adapters[request.spec.name]
             before_retry = None
@@ -78,9 +85,11 @@ class Engine:
             self._running += 1
             try:
                 if request.spec.in_process:  # it plays its own episodes (a verifiers environment)
-                    record = await adapter.play(request, self._model)  # type: ignore[attr-defined]
+                    model = self._outage.model if self._outage is not None else self._model
+                    record = await adapter.play(request, model)  # type: ignore[attr-defined]
                 else:
-                    record = await run_episode(request, adapter, self._client(request), self._model, before_retry)
+                    record = await run_episode(request, adapter, self._client(request), self._model, before_retry,
+                                               self._outage)
             finally:
                 self._running -= 1
         if self._on_finished is not None:
@@ -145,6 +154,8 @@ class Engine:
             close = getattr(adapter, "aclose", None)  # an in-process environment's resources
             if close is not None:
                 await close()
-        close = getattr(self._model, "aclose", None)
-        if close is not None:
-            await close()
+        models = self._outage.models() if self._outage is not None else [self._model]
+        for model in models:  # a failover made one per endpoint
+            close = getattr(model, "aclose", None)
+            if close is not None:
+                await close()

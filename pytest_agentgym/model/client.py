@@ -10,6 +10,9 @@ the records are exact:
 * connection errors, HTTP 5xx and HTTP 429 are retried up to ``retries`` times
   with exponential backoff; a 429's ``Retry-After`` is honoured, but a wait that
   would overrun the turn budget ends the turn at once;
+  the error when they run out says whether the last attempt made no exchange at
+  all (``unreachable``: refused, reset, closed unanswered), what the engine's outage
+  policy acts on (engine/outage.py);
 * other HTTP 4xx answers (bad request, unknown model, bad key) are not
   retried (:class:`RequestRejected`); one that says the prompt is longer than
   the model's context is :class:`ContextLengthExceeded`, and so is a 5xx that
@@ -215,7 +218,9 @@ class EndpointClient:
             except unreachable as exc:
                 reason = f"connection error: {_cause_name(exc)}"
                 wait = None
+                down = True
             except refused as exc:
+                down = False
                 status = exc.status_code
                 if status == 429:
                     retry_after = retry_after_seconds(exc.response.headers)
@@ -238,7 +243,7 @@ class EndpointClient:
                 raise EndpointDown(
                     f"gave up after {state.count} attempt(s): {'; '.join(state.reasons)}; "
                     f"is the server running and healthy?",
-                    url=self.base_url, model=self.model, record=state.record())
+                    url=self.base_url, model=self.model, record=state.record(), unreachable=down)
             if wait is None:
                 wait = self.retry.backoff(retry_number, self._rng)
             remaining = deadline - time.monotonic()
@@ -248,7 +253,7 @@ class EndpointClient:
                     f"after {reason} on attempt {state.count}, waiting {wait:.1f} s before a retry "
                     f"would overrun the per-turn budget of {turn_budget:.1f} s "
                     f"({max(remaining, 0):.1f} s left)",
-                    url=self.base_url, model=self.model, record=state.record())
+                    url=self.base_url, model=self.model, record=state.record(), unreachable=down)
             state.reasons.append(reason)
             await asyncio.sleep(wait)
 

@@ -207,7 +207,8 @@ class ModelSettings:
         if not isinstance(data, Mapping):
             raise EndpointConfigError(f"{where} must be a mapping with an endpoints list")
         reject_unknown_keys(data, ("endpoints", "api_key_env", "sampling", "request_timeout", "retries",
-                                   "health_timeout"), where, error=EndpointConfigError)
+                                   "health_timeout", "outage"),  # outage: config/profile.py reads it
+                            where, error=EndpointConfigError)
         raw = data.get("endpoints")
         if not isinstance(raw, Sequence) or isinstance(raw, str) or not raw:
             raise EndpointConfigError(f"{where}.endpoints must be a non-empty list, e.g. "

@@ -29,11 +29,15 @@ class ModelError(Exception):
     """A model call failed: an infrastructure error, never a policy failure (except
     :class:`ContextLengthExceeded`, which the episode turns into a stop reason)."""
 
-    def __init__(self, message: str, *, url: str, model: str, record: "CallRecord | None" = None) -> None:
+    def __init__(self, message: str, *, url: str, model: str, record: "CallRecord | None" = None,
+                 unreachable: bool = False) -> None:
         self.detail = message
         self.url = url
         self.model = model
         self.record = record
+        #: the last attempt made no exchange at all (refused, reset, closed without an answer):
+        #: the endpoint is down, not busy or refusing; what an outage policy acts on (engine/outage.py)
+        self.unreachable = unreachable
         super().__init__(f"model endpoint {redact_url(url)} (model {model}): {message}")
 
     def __reduce__(self) -> Any:

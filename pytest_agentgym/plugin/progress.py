@@ -53,8 +53,10 @@ class ProgressPrinter:
 
     def __init__(self, config: pytest.Config, reporter: Any, progress: Progress, *, mode: str,
                  interval_s: float, heartbeat: bool, clock: Any = time.monotonic,
-                 stopped: Callable[[], Iterable[str]] = tuple) -> None:
+                 stopped: Callable[[], Iterable[str]] = tuple,
+                 notices: Callable[[], list[str]] = list) -> None:
         self.config = config
+        self._notices = notices  # lines to show as they come (a model endpoint's outage: engine/outage.py)
         self._stopped = stopped  # the environments stopped early so far
         self.reporter = reporter
         self.progress = progress
@@ -114,6 +116,8 @@ class ProgressPrinter:
     @pytest.hookimpl(trylast=True)  # after pytest wrote the item's character or word
     def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
         with self._lock:
+            for notice in self._notices():
+                self._write(f"agentgym: {notice}")
             if self._fresh and (self.mode == "each" or self._clock() - self._last_line >= self.interval_s):
                 self._write()
 
@@ -121,6 +125,8 @@ class ProgressPrinter:
         """The last line (before pytest's summary), when episodes finished since the one before."""
         self.stop()
         with self._lock:
+            for notice in self._notices():
+                self._write(f"agentgym: {notice}")
             if self._fresh:
                 self._write()
 
@@ -129,14 +135,14 @@ class ProgressPrinter:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
 
-    def _write(self) -> None:
+    def _write(self, text: str | None = None) -> None:
         """One progress line (the lock held), on a line of its own: pytest's terminal writer
         knows where its cursor is, the reporter's ``currentfspath`` not always (under xdist a
         result's character may follow a line this printer ended)."""
         if self._line_width():
             self.reporter.write("\n")
         self.reporter.currentfspath = None
-        self.reporter.write_line(self._line())
+        self.reporter.write_line(text if text is not None else self._line())
 
     def _line(self) -> str:
         """The line to print now; from here on, the episodes so far have been shown."""
@@ -152,17 +158,19 @@ class ProgressPrinter:
         tick = max(0.05, min(1.0, self.interval_s / 4))
         while not self._stop.wait(tick):
             with self._lock:
-                if self._in_phase and self._current is not None \
-                        and self._clock() - self._last_line >= self.interval_s:
-                    self._write_between()
+                if self._in_phase and self._current is not None:
+                    for notice in self._notices():
+                        self._write_between(f"agentgym: {notice}")
+                    if self._clock() - self._last_line >= self.interval_s:
+                        self._write_between()
 
-    def _write_between(self) -> None:
+    def _write_between(self, text: str | None = None) -> None:
         """A line while the main thread waits in an item's phase: out of pytest's capture,
         then the item's prefix again for pytest's character or word to follow (writing the
         prefix starts a new line, which ends this one)."""
         capman = self.config.pluginmanager.getplugin("capturemanager")
         with capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext():
-            reporter, line = self.reporter, self._line()
+            reporter, line = self.reporter, text if text is not None else self._line()
             if self._bare_width is not None and self._line_width() == self._bare_width:
                 reporter.rewrite(line, erase=True)  # the line held the item's prefix alone: replaced
             else:
@@ -199,9 +207,18 @@ def start(config: pytest.Config, run: Any, *, xdist: bool) -> ProgressPrinter | 
     planned = Counter(sorted(key[0] for key in planned_keys))  # environments by name, as the summary table
     printer = ProgressPrinter(config, reporter, Progress(planned, concurrency), mode=mode, interval_s=interval,
                               heartbeat=tty and mode == "interval" and not xdist,
-                              stopped=lambda: list(run.stopper.stops) if run.stopper is not None else ())
+                              stopped=lambda: list(run.stopper.stops) if run.stopper is not None else (),
+                              notices=lambda: _drain(run.resources.outage_lines))
     config.pluginmanager.register(printer, "agentgym-progress")
     return printer
+
+
+def _drain(lines: Any) -> list[str]:
+    """What ``lines`` (a deque another thread appends to) holds now, taken out of it."""
+    taken = []
+    while lines:
+        taken.append(lines.popleft())
+    return taken
 
 
 # -- -v: each item's figures -----------------------------------------------------------------------

@@ -45,9 +45,12 @@ def model(base_url: str, name: str, *, api_key_env: str | None, sampling: Any = 
 
 
 def engine(*, concurrency: int, model_factory: Callable[[], Any], adapters: dict[str, Any],
-           env_urls: dict[str, str], before_retry: Any, on_finished: Callable[[Any], Any]) -> Any:
-    """The :class:`~pytest_agentgym.engine.runner.Engine` that plays a door's episodes."""
+           env_urls: dict[str, str], before_retry: Any, on_finished: Callable[[Any], Any],
+           outage: Any = None) -> Any:
+    """The :class:`~pytest_agentgym.engine.runner.Engine` that plays a door's episodes;
+    ``outage``: its :class:`~pytest_agentgym.engine.outage.OutageGuard` (the node's
+    ``model.outage``), None to error on an unreachable endpoint at once."""
     from pytest_agentgym.engine.runner import Engine
 
     return Engine(concurrency=concurrency, model_factory=model_factory, adapters=adapters, env_urls=env_urls,
-                  before_retry=before_retry, on_finished=on_finished)
+                  before_retry=before_retry, on_finished=on_finished, outage=outage)

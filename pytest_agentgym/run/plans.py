@@ -12,8 +12,10 @@ directories.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
 
 from pytest_agentgym.results.aggregate import EnvSummary, summarize
 from pytest_agentgym.results.gates import DEFAULT_MAX_ERROR_RATE, Gate, GateVerdict, check_env
@@ -86,11 +88,31 @@ def judge_with_ranges(records: Sequence[EpisodeRecord], plans: Mapping[str, EnvP
                       ranges: Mapping[str, Any]) -> tuple[dict[str, EnvSummary], list[GateVerdict]]:
     """:func:`judge` with each environment's reward range given (a merge has no settings)."""
     summaries = summarize(records, dict(ranges))
+    mixed = mixed_models(records)
     verdicts: list[GateVerdict] = []
     for env, summary in summaries.items():
         plan = plans.get(env) or EnvPlan()
+        if env in mixed:  # a rate over two models' episodes says nothing of either
+            verdicts.extend(GateVerdict(env, str(gate), None, False, mixed[env], outcome="error")
+                            for gate in plan.gates)
+            continue
         verdicts.extend(check_env(summary, plan.gates, plan.max_error_rate))
     return summaries, verdicts
+
+
+def mixed_models(records: Iterable[EpisodeRecord]) -> dict[str, str]:
+    """Why each environment whose episodes were played by more than one model (a
+    ``model.outage`` failover, docs/outages.md) cannot be judged, e.g. ``not judged:
+    episodes of two models: reference (5), random (3); ...``."""
+    by_env: dict[str, Counter[str]] = {}
+    for record in records:
+        by_env.setdefault(record.env, Counter())[record.model] += 1
+    words = {2: "two", 3: "three"}
+    return {env: (f"not judged: episodes of {words.get(len(models), len(models))} models: "
+                  + ", ".join(f"{name} ({n})" for name, n in sorted(models.items()))
+                  + "; the endpoint failed over mid-run (model.outage.policy: failover): judge one model, "
+                    "e.g. resume the run when its endpoint is back, or run again")
+            for env, models in by_env.items() if len(models) > 1}
 
 
 def baseline_gate_name(metric: str, margin: float) -> str:
@@ -117,8 +139,14 @@ def baseline_verdicts(baseline: str, run_dir: Any, envs: Sequence[str], plans: M
         groups.setdefault((plan.baseline_metric, plan.max_error_rate), []).append(env)
     verdicts: list[GateVerdict] = []
     comparisons = []
+    mixed = _mixed_in(run_dir)
     for (metric, budget), names in groups.items():
         gate = baseline_gate_name(metric, settings.max_drop)
+        verdicts.extend(GateVerdict(env, gate, None, False, mixed[env], outcome="error") for env in names
+                        if env in mixed)
+        names = [env for env in names if env not in mixed]
+        if not names:
+            continue
         try:
             comparison = compare_runs(baseline, run_dir, metric=metric, margin=settings.max_drop, alpha=alpha,
                                       allow_mismatch=True, max_error_rate=budget, envs=names)
@@ -132,6 +160,14 @@ def baseline_verdicts(baseline: str, run_dir: Any, envs: Sequence[str], plans: M
             passed = outcome == "passed" or (outcome == "inconclusive" and not settings.strict_gates)
             verdicts.append(GateVerdict(env, gate, result.delta, passed, result.line(), outcome=outcome))
     return verdicts, comparisons
+
+
+def _mixed_in(run_dir: Any) -> dict[str, str]:
+    """:func:`mixed_models` of the run directory ``run_dir``'s current records."""
+    from pytest_agentgym.results.reading import read_episodes_file
+
+    path = Path(run_dir) / "episodes.jsonl"
+    return mixed_models(read_episodes_file(path).current) if path.is_file() else {}
 
 
 def counts(records: Sequence[EpisodeRecord], verdicts: Sequence[GateVerdict], generation: int) -> dict[str, int]:

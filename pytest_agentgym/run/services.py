@@ -11,6 +11,7 @@ pytest-xdist a worker's instance is built from the controller's
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -63,8 +64,11 @@ class RunResources:
         #: ours to stop until the chosen endpoint takes it over)
         self._spawned_agent = None  # process.managed.ManagedServer
         #: one line per restart of the launched endpoint after it died mid-run (before_retry),
-        #: for the terminal and run.json's notes
+        #: and per pause, resume or failover of model.outage (engine/outage.py), for the
+        #: terminal's summary and run.json's notes
         self.endpoint_restarts: list[str] = []
+        #: the outage lines not yet shown live (the plugin's progress printer takes them)
+        self.outage_lines: collections.deque[str] = collections.deque()
         if worker_input is not None:
             self.env_urls = dict(worker_input["agentgym_env_urls"])
 
@@ -113,7 +117,8 @@ class RunResources:
             elif self.worker is not None:
                 w = self.worker
                 config = EndpointConfig(kind=w["agentgym_endpoint_kind"], url=w["agentgym_endpoint_url"],
-                                        model=w["agentgym_model"])
+                                        model=w["agentgym_model"],
+                                        where=w.get("agentgym_endpoint_where", "model.endpoints[0]"))
                 self._chosen = ChosenEndpoint(config, w["agentgym_base_url"], w["agentgym_model"])
             else:
                 self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -279,7 +284,55 @@ class RunResources:
 
         self.engine = factory.engine(concurrency=concurrency, model_factory=model_factory, adapters=adapters,
                                      env_urls=self.env_urls, before_retry=self.before_retry,
-                                     on_finished=on_finished)
+                                     on_finished=on_finished, outage=self._outage_guard(model_factory))
+
+    def _outage_guard(self, model_factory: Callable[[], Any]) -> Any:
+        """The engine's :class:`~pytest_agentgym.engine.outage.OutageGuard` for the node's
+        ``model.outage`` (None for ``fail``): the endpoint in use with its health probe and,
+        for ``failover``, the endpoints after it in ``model.endpoints``, attached ones only
+        (a launched kind is started by choosing the endpoint, not mid-run)."""
+        from pytest_agentgym.config.profile import outage_policy
+
+        policy = outage_policy(self.settings.profile or {}, str(self.settings.node_file))
+        if policy.policy == "fail" or self._chosen is None:
+            return None
+        from pytest_agentgym.engine.outage import Endpoint, OutageGuard
+        from pytest_agentgym.model.call_settings import read_api_key
+        from pytest_agentgym.model.endpoints import probe
+
+        ms = self.model_settings()
+        chosen = self._chosen
+
+        def probing(config: Any) -> Callable[[], tuple[bool, str]]:
+            def check() -> tuple[bool, str]:
+                try:
+                    key = read_api_key(ms.key_env(config)) if ms.key_env(config) else None
+                except ValueError as exc:
+                    return False, str(exc)
+                health = probe(config, timeout=ms.health_timeout, api_key=key)
+                return health.ok, health.reason
+            return check
+
+        def model_for(config: Any) -> Callable[[], Any]:
+            def make() -> Any:
+                from pytest_agentgym.run import factory
+
+                return factory.model(config.base_url, config.model or "", api_key_env=ms.key_env(config),
+                                     sampling=ms.sampling, request_timeout=ms.request_timeout, retries=ms.retries)
+            return make
+
+        endpoints = [Endpoint(chosen.config.describe(), probing(chosen.config), model_factory)]
+        if policy.policy == "failover":
+            chain = list(ms.endpoints)
+            at = next((i for i, e in enumerate(chain) if e.where == chosen.config.where), len(chain))
+            endpoints += [Endpoint(e.describe(), probing(e), model_for(e)) for e in chain[at + 1:] if not e.launched]
+        return OutageGuard(policy, endpoints, notify=self._outage_line)
+
+    def _outage_line(self, line: str) -> None:
+        """A pause, resume or failover (the engine's thread): for the summary, run.json's
+        notes, and the live terminal line."""
+        self.endpoint_restarts.append(line)
+        self.outage_lines.append(line)
 
     # -- events --------------------------------------------------------------------------------
 
@@ -313,6 +366,7 @@ class RunResources:
             "agentgym_env_urls": dict(self.env_urls),
             "agentgym_endpoint_kind": chosen.kind,
             "agentgym_endpoint_url": chosen.config.url,
+            "agentgym_endpoint_where": chosen.config.where,  # its place in the chain (model.outage failover)
             "agentgym_base_url": chosen.base_url,
             "agentgym_model": chosen.model,
             "agentgym_api_key_env": ms.key_env(chosen.config),
