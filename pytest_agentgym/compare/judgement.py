@@ -26,7 +26,7 @@ import math
 from pathlib import Path
 from typing import Iterable
 
-from pytest_agentgym.results.aggregate import shipped_reward_ranges
+from pytest_agentgym.results.aggregate import mixed_models, shipped_reward_ranges
 from pytest_agentgym.compare import statistics as stats
 from pytest_agentgym.compare.comparison import ERRORS_OPEN, VERDICTS, Comparison, EnvComparison, worst
 from pytest_agentgym.compare.error import CompareError
@@ -302,6 +302,9 @@ def compare_runs(base: str | Path | RunDir, candidate: str | Path | RunDir, *, m
               "--allow-mismatch (pytest: --agentgym-allow-mismatch)")
     pairs = {env: pair_env(env, base_run.records, cand_run.records, metric) for env in names}
     reasons = {env: _error_reason(p, max_error_rate) for env, p in pairs.items()}
+    for side, run in (("baseline", base_run), ("candidate", cand_run)):
+        for env, why in mixed_models(r for r in run.records if r.env in names).items():
+            reasons[env] = reasons[env] or f"the {side} run's {why}"  # a rate over two models is neither's
     environments = _family(pairs, reasons, margin=margin, alpha=alpha)
     hiding = [env for env, p in pairs.items()
               if reasons[env] is None and any(one_sided_error(f) for f in p.flips)]

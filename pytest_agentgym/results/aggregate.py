@@ -20,8 +20,11 @@ methods considered are in docs/results.md.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import functools
 import math
+from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -213,3 +216,19 @@ def summarize(records: Iterable[EpisodeRecord],
     shipped = shipped_reward_ranges() if set(by_env) - set(given) else {}
     return {env: summarize_env(env, recs, given.get(env, shipped.get(env)))
             for env, recs in by_env.items()}
+
+
+def mixed_models(records: Iterable[EpisodeRecord]) -> dict[str, str]:
+    """Why each environment whose episodes were played by more than one model (a
+    ``model.outage`` failover, docs/outages.md) cannot be judged, e.g. ``not judged:
+    episodes of two models: reference (5), random (3); ...``: one rule for the run's
+    gates (run/plans.py) and ``compare`` (compare/judgement.py)."""
+    by_env: dict[str, Counter[str]] = {}
+    for record in records:
+        by_env.setdefault(record.env, Counter())[record.model] += 1
+    words = {2: "two", 3: "three"}
+    return {env: (f"not judged: episodes of {words.get(len(models), len(models))} models: "
+                  + ", ".join(f"{name} ({n})" for name, n in sorted(models.items()))
+                  + "; the endpoint failed over mid-run (model.outage.policy: failover): judge one model, "
+                    "e.g. resume the run when its endpoint is back, or run again")
+            for env, models in by_env.items() if len(models) > 1}

@@ -12,12 +12,11 @@ directories.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from pytest_agentgym.results.aggregate import EnvSummary, summarize
+from pytest_agentgym.results.aggregate import EnvSummary, mixed_models, summarize
 from pytest_agentgym.results.gates import DEFAULT_MAX_ERROR_RATE, Gate, GateVerdict, check_env
 from pytest_agentgym.results.records import EpisodeRecord
 
@@ -98,21 +97,6 @@ def judge_with_ranges(records: Sequence[EpisodeRecord], plans: Mapping[str, EnvP
             continue
         verdicts.extend(check_env(summary, plan.gates, plan.max_error_rate))
     return summaries, verdicts
-
-
-def mixed_models(records: Iterable[EpisodeRecord]) -> dict[str, str]:
-    """Why each environment whose episodes were played by more than one model (a
-    ``model.outage`` failover, docs/outages.md) cannot be judged, e.g. ``not judged:
-    episodes of two models: reference (5), random (3); ...``."""
-    by_env: dict[str, Counter[str]] = {}
-    for record in records:
-        by_env.setdefault(record.env, Counter())[record.model] += 1
-    words = {2: "two", 3: "three"}
-    return {env: (f"not judged: episodes of {words.get(len(models), len(models))} models: "
-                  + ", ".join(f"{name} ({n})" for name, n in sorted(models.items()))
-                  + "; the endpoint failed over mid-run (model.outage.policy: failover): judge one model, "
-                    "e.g. resume the run when its endpoint is back, or run again")
-            for env, models in by_env.items() if len(models) > 1}
 
 
 def baseline_gate_name(metric: str, margin: float) -> str:
