@@ -282,7 +282,24 @@ class RolloutService:
                                  retries=node.model_retries)
 
         return factory.engine(concurrency=node.concurrency, model_factory=model_factory, adapters=self.adapters,
-                              env_urls=self.env_urls, before_retry=self._before_retry, on_finished=self._record)
+                              env_urls=self.env_urls, before_retry=self._before_retry, on_finished=self._record,
+                              outage=self._outage_guard(base_url, model, api_key_env, model_factory))
+
+    def _outage_guard(self, base_url: str, model: str, api_key_env: str | None, model_factory: Any) -> Any:
+        """The node's ``model.outage`` for an engine of this service (docs/outages.md): the
+        trainer names the endpoint of its rollouts, so there is no chain to move along, and
+        ``failover`` waits for that endpoint as ``wait`` does; None for ``fail``."""
+        from pytest_agentgym.config.profile import outage_policy
+        from pytest_agentgym.engine.outage import OutageGuard
+        from pytest_agentgym.model.endpoint_settings import HEALTH_TIMEOUT, EndpointConfig
+
+        policy = outage_policy(self.node.profile, str(self.node.file))
+        if policy.policy == "fail":
+            return None
+        config = EndpointConfig(kind="openai", url=base_url, model=model, where="the rollouts' base_url")
+        endpoint = factory.outage_endpoint(config, api_key_env=api_key_env, health_timeout=HEALTH_TIMEOUT,
+                                           make_model=model_factory)
+        return OutageGuard(dataclasses.replace(policy, policy="wait"), [endpoint])  # its lines: harness.log
 
     def _record(self, record: EpisodeRecord) -> None:
         """Engine thread: keep the rollout in the run directory and publish it."""

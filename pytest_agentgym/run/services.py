@@ -296,36 +296,27 @@ class RunResources:
         policy = outage_policy(self.settings.profile or {}, str(self.settings.node_file))
         if policy.policy == "fail" or self._chosen is None:
             return None
-        from pytest_agentgym.engine.outage import Endpoint, OutageGuard
-        from pytest_agentgym.model.call_settings import read_api_key
-        from pytest_agentgym.model.endpoints import probe
+        from pytest_agentgym.engine.outage import OutageGuard
+        from pytest_agentgym.run import factory
 
         ms = self.model_settings()
         chosen = self._chosen
 
-        def probing(config: Any) -> Callable[[], tuple[bool, str]]:
-            def check() -> tuple[bool, str]:
-                try:
-                    key = read_api_key(ms.key_env(config)) if ms.key_env(config) else None
-                except ValueError as exc:
-                    return False, str(exc)
-                health = probe(config, timeout=ms.health_timeout, api_key=key)
-                return health.ok, health.reason
-            return check
+        def guarded(config: Any, make_model: Callable[[], Any]) -> Any:
+            return factory.outage_endpoint(config, api_key_env=ms.key_env(config), health_timeout=ms.health_timeout,
+                                           make_model=make_model)
 
         def model_for(config: Any) -> Callable[[], Any]:
             def make() -> Any:
-                from pytest_agentgym.run import factory
-
                 return factory.model(config.base_url, config.model or "", api_key_env=ms.key_env(config),
                                      sampling=ms.sampling, request_timeout=ms.request_timeout, retries=ms.retries)
             return make
 
-        endpoints = [Endpoint(chosen.config.describe(), probing(chosen.config), model_factory)]
+        endpoints = [guarded(chosen.config, model_factory)]
         if policy.policy == "failover":
             chain = list(ms.endpoints)
             at = next((i for i, e in enumerate(chain) if e.where == chosen.config.where), len(chain))
-            endpoints += [Endpoint(e.describe(), probing(e), model_for(e)) for e in chain[at + 1:] if not e.launched]
+            endpoints += [guarded(e, model_for(e)) for e in chain[at + 1:] if not e.launched]
         return OutageGuard(policy, endpoints, notify=self._outage_line)
 
     def _outage_line(self, line: str) -> None:

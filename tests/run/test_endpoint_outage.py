@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import http.server
 import json
-import os
-import signal
 import subprocess
 import sys
 import threading
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from helpers.owned_agent import agents  # noqa: F401  (a fixture)
 from helpers.projects import episodes, run, run_json, suite
 from helpers.run_dirs import written_lines
 from helpers.waiting import wait_until
@@ -40,57 +38,6 @@ model:
 limits: {{max_rounds: 15, episode_timeout: 60, concurrency: 2}}
 envs: {{servers: spawn}}
 """
-
-
-class Agent:
-    """The reference agent as a process of the test's own, on a fixed port."""
-
-    def __init__(self, tmp: Path, port: int | None = None) -> None:
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = tmp / f"agent-{self.port}.log"
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> "Agent":
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "pytest_agentgym", "reference-agent",
-                                          "--host", "127.0.0.1", "--port", str(self.port), "--latency-ms", "300"],
-                                         stdout=log, stderr=subprocess.STDOUT)
-        wait_until(self._healthy, 60, f"the reference agent answers on {self.url}", procs=(self.proc,))
-        return self
-
-    def _healthy(self) -> bool:
-        # urllib, not httpx: pytester puts back sys.modules after each test, and httpx's
-        # exception classes imported since would no longer be those it raises
-        try:
-            with urllib.request.urlopen(self.url + "/health", timeout=1.0) as answer:
-                return answer.status == 200
-        except OSError:
-            return False
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-
-@pytest.fixture
-def agents(tmp_path):
-    started: list[Agent] = []
-
-    def make(port: int | None = None) -> Agent:
-        agent = Agent(tmp_path, port).start()
-        started.append(agent)
-        return agent
-
-    yield make
-    for agent in started:
-        agent.stop()
 
 
 def project(pytester: pytest.Pytester, endpoints: list[tuple[str, str]], outage: str, gates: str = "") -> Path:
