@@ -64,7 +64,8 @@ def _check_endpoint(position: int, endpoint: Any, model: Any) -> EndpointCheck:
         return EndpointCheck(label, endpoint.describe(), False, f"unusable: {exc}")
     health = probe(endpoint, timeout=model.health_timeout, api_key=key)
     return EndpointCheck(label, endpoint.describe(), health.ok,
-                         "healthy" if health.ok else f"unhealthy: {health.reason}")
+                         (f"healthy ({health.checked_by})" if health.checked_by else "healthy") if health.ok
+                         else f"unhealthy: {health.reason}")
 
 
 def check_model_chain(model: Any) -> list[EndpointCheck]:

@@ -100,7 +100,7 @@ def test_preflight_shows_every_endpoint_and_the_one_a_run_would_use(pytester):
     result.stdout.fnmatch_lines([
         f"  model primary: tensorzero tensorzero::model_name::qwen35_9b at {gateway.url}: "
         "unhealthy: GET /status answered HTTP 503",
-        f"  model fallback 1: ollama qwen3:8b at {ollama.url}: healthy",
+        f"  model fallback 1: ollama qwen3:8b at {ollama.url}: healthy (GET /api/tags)",
         "  model fallback 2: reference reference: launchable (reference is started by the plugin)",
         f"  would use: fallback 1 ollama qwen3:8b at {ollama.url}",
         "preflight: ready",
@@ -120,7 +120,7 @@ def test_preflight_goes_on_past_a_healthy_primary_and_reads_api_keys_like_a_run(
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines([
         f"  model primary: openai m at {keyed.base_url}: unusable: *AGENTGYM_TEST_UNSET_KEY*not set*",
-        f"  model fallback 1: openai m at {served.base_url}: healthy",
+        f"  model fallback 1: openai m at {served.base_url}: healthy (GET /models)",
         f"  model fallback 2: ollama qwen3:8b at {ollama.url}: unhealthy: model qwen3:8b not pulled; "
         "run `ollama pull qwen3:8b`",
         f"  would use: fallback 1 openai m at {served.base_url}",
@@ -136,7 +136,7 @@ def test_preflight_checks_the_endpoint_the_command_line_names(pytester):
                      f"--agentgym-base-url={endpoint.base_url}", "--agentgym-model=my-model")
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines([
-        f"  model primary: openai my-model at {endpoint.base_url}: healthy",
+        f"  model primary: openai my-model at {endpoint.base_url}: healthy (GET /models)",
         f"  would use: primary openai my-model at {endpoint.base_url}",
     ])
     assert "reference" not in result.stdout.str()  # the node's own chain is replaced, as in a run
