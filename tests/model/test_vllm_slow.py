@@ -31,6 +31,7 @@ from pytest_agentgym.model.vllm_options import VLLMOptions
 
 from helpers import REPO
 from helpers.run_dirs import read_episodes
+from helpers.vllm_processes import new_vllm_processes, vllm_processes
 
 pytestmark = pytest.mark.slow
 
@@ -118,30 +119,6 @@ def test_vllm_that_cannot_load_the_checkpoint_reports_exit_code_and_log(vllm_pyt
 
 
 # -- the shipped cpu profile, end to end ------------------------------------------------
-
-
-def vllm_processes() -> set[int]:
-    """vLLM's API servers, engine cores and workers running now."""
-    found = set()
-    for proc in psutil.process_iter(["name", "cmdline"]):
-        try:
-            cmdline = " ".join(proc.info["cmdline"] or [])
-        except psutil.Error:
-            continue
-        if cmdline.startswith("VLLM::") or "vllm.entrypoints.openai.api_server" in cmdline \
-                or (proc.info["name"] or "").startswith("VLLM::"):
-            found.add(proc.pid)
-    return found
-
-
-def new_vllm_processes(before: set[int], timeout: float = 30.0) -> set[int]:
-    deadline = time.monotonic() + timeout
-    while True:
-        left = {p for p in vllm_processes() - before
-                if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE}
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.2)  # polling the process table until the deadline
 
 
 def run_lightweight_wordle(checkpoint: Path, reports: Path) -> tuple[subprocess.CompletedProcess, dict, list]:
