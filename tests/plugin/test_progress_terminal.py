@@ -169,4 +169,8 @@ def test_under_xdist_the_controller_counts_every_workers_episodes(pytester):
                  "--agentgym-run-id=xdist")
     out = result.stdout.str()
     assert result.ret == 0, out
-    assert [(m["done"], m["planned"]) for m in progress_lines(out)] == [(str(n), "4") for n in range(1, 5)], out
+    # two workers' reports may both arrive before the controller's next chance to print
+    # (pytest_runtest_logfinish): then one line counts both, never one line twice
+    counted = [(int(m["done"]), m["planned"]) for m in progress_lines(out)]
+    done = [n for n, _ in counted]
+    assert done == sorted(set(done)) and done[-1] == 4 and {p for _, p in counted} == {"4"}, out
