@@ -18,7 +18,6 @@ a test errs with :func:`no_run_message`, which says how to name the run.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -29,19 +28,12 @@ RUN_FIXTURES = ("agentgym_episode", "agentgym_run")
 
 
 def names_an_option(config: pytest.Config) -> bool:
-    """Whether any of the plugin's options is given: flag, variable or ini key."""
+    """Whether any of the plugin's options is given: flag, variable or ini key (read as
+    every option is read, plugin/options.py)."""
     from pytest_agentgym.config.options import OPTIONS
+    from pytest_agentgym.plugin.options import given
 
-    for option in OPTIONS:
-        if config.getoption(option.dest, default=None) is not None or option.env_var in os.environ:
-            return True
-        try:
-            value = config.getini(option.dest)
-        except ValueError:
-            continue
-        if value not in (None, "", []):
-            return True
-    return False
+    return any(given(config, option) is not None for option in OPTIONS)
 
 
 def is_dormant(config: pytest.Config) -> bool:

@@ -63,7 +63,7 @@ def hint_habitual_flags(parser: pytest.Parser, args: list[str]) -> str | None:
     return None
 
 
-def _raw(config: pytest.Config, option: Option) -> tuple[Any, str] | None:
+def given(config: pytest.Config, option: Option) -> tuple[Any, str] | None:
     """The first value given for ``option`` and where it came from, or None."""
     value = config.getoption(option.dest, default=None)
     if value is not None:
@@ -81,7 +81,7 @@ def _raw(config: pytest.Config, option: Option) -> tuple[Any, str] | None:
 
 def _value(config: pytest.Config, name: str) -> Any:
     option = BY_NAME[name]
-    found = _raw(config, option)
+    found = given(config, option)
     if found is None:
         return None
     value, where = found
@@ -119,8 +119,8 @@ def resolve_settings(config: pytest.Config) -> Settings:
     from pytest_agentgym.run.checks import baseline_usable
 
     values = {option.name: _value(config, option.name) for option in OPTIONS}
-    given = _raw(config, BY_NAME["endpoint"])  # the header names where an endpoint's URL came from
-    values["endpoint_given_by"] = given[1] if given else None
+    endpoint = given(config, BY_NAME["endpoint"])  # the header names where an endpoint's URL came from
+    values["endpoint_given_by"] = endpoint[1] if endpoint else None
     try:
         settings = resolve(values, rootdir=Path(config.rootpath), command=rerun_command(config, values["seed"]),
                            add_environments=lambda specs: config.hook.pytest_agentgym_add_environments(

@@ -295,7 +295,7 @@ class EpisodeTally:
         self.path = path
         self._inode: int | None = None
         self._start = (0, 0)
-        self._kept: dict[tuple[str, int, int], Any] = {}
+        self._records: list[Any] = []  # every record read, without its turns
         #: lines left out so far (no record)
         self.skipped = 0
 
@@ -314,27 +314,26 @@ class EpisodeTally:
         except OSError:
             stat = None
         if stat is None or stat.st_ino != self._inode or stat.st_size < self._start[0]:
-            self._inode, self._start, self._kept, self.skipped = (stat.st_ino if stat else None), (0, 0), {}, 0
+            self._inode, self._start, self._records, self.skipped = (stat.st_ino if stat else None), (0, 0), [], 0
         if stat is None:
             return self
         values, skipped, self._start = read_numbered_from(self.path, light, parse=strict(parse_fast),
                                                           start=self._start, whole_lines=True)
         self.skipped += len(skipped)
-        for _, _, record in values:
-            kept = self._kept.get(record.key)
-            if kept is None or record.generation > kept.generation:  # else a duplicate or an older attempt
-                self._kept[record.key] = record
+        self._records.extend(record for _, _, record in values)
         return self
 
     def figures(self) -> tuple[str, dict[str, EnvFigures], int, int]:
         """``(source, envs, episodes, errors)`` of what was read so far."""
         from pytest_agentgym.results.aggregate import summarize
+        from pytest_agentgym.results.records import current_records
 
         if self._inode is None:
             return "", {}, 0, 0
-        summaries = summarize(self._kept.values())
+        current = current_records(self._records)  # the one rule of what a run counts
+        summaries = summarize(current)
         envs = {env: EnvFigures(s.success_rate, s.mean_reward, s.episodes, s.errors) for env, s in summaries.items()}
-        return EPISODES_FILE, envs, len(self._kept), sum(s.errors for s in summaries.values())
+        return EPISODES_FILE, envs, len(current), sum(s.errors for s in summaries.values())
 
 
 def _counted(path: Path, tallies: dict[str, EpisodeTally], key: str) -> tuple[str, dict[str, EnvFigures], int, int]:

@@ -13,7 +13,6 @@ directories.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from pytest_agentgym.results.aggregate import EnvSummary, mixed_models, summarize
@@ -123,15 +122,9 @@ def baseline_verdicts(baseline: str, run_dir: Any, envs: Sequence[str], plans: M
         groups.setdefault((plan.baseline_metric, plan.max_error_rate), []).append(env)
     verdicts: list[GateVerdict] = []
     comparisons = []
-    mixed = _mixed_in(run_dir)
     for (metric, budget), names in groups.items():
         gate = baseline_gate_name(metric, settings.max_drop)
-        verdicts.extend(GateVerdict(env, gate, None, False, mixed[env], outcome="error") for env in names
-                        if env in mixed)
-        names = [env for env in names if env not in mixed]
-        if not names:
-            continue
-        try:
+        try:  # an environment of two models (a failover) is compare's error: results/aggregate.mixed_models
             comparison = compare_runs(baseline, run_dir, metric=metric, margin=settings.max_drop, alpha=alpha,
                                       allow_mismatch=True, max_error_rate=budget, envs=names)
         except CompareError as exc:
@@ -144,14 +137,6 @@ def baseline_verdicts(baseline: str, run_dir: Any, envs: Sequence[str], plans: M
             passed = outcome == "passed" or (outcome == "inconclusive" and not settings.strict_gates)
             verdicts.append(GateVerdict(env, gate, result.delta, passed, result.line(), outcome=outcome))
     return verdicts, comparisons
-
-
-def _mixed_in(run_dir: Any) -> dict[str, str]:
-    """:func:`mixed_models` of the run directory ``run_dir``'s current records."""
-    from pytest_agentgym.results.reading import read_episodes_file
-
-    path = Path(run_dir) / "episodes.jsonl"
-    return mixed_models(read_episodes_file(path).current) if path.is_file() else {}
 
 
 def counts(records: Sequence[EpisodeRecord], verdicts: Sequence[GateVerdict], generation: int) -> dict[str, int]:
