@@ -21,6 +21,13 @@ there. With ``--before TREE`` the service also runs from another checkout (its
 ``pytest_agentgym`` first on PYTHONPATH), interleaved batch for batch with this one:
 
     python benchmarks/rollouts.py --tokens --before /work/before --concurrency 32 128
+
+With ``--replicas 1 2`` each concurrency is also measured with the environment served
+by that many server processes (``rollout-server --replicas``; the before tree, which may
+not have the flag, runs with one); ``--ids 64`` asks for ids 0-63 x n=8 (512 rollouts) per
+batch. ``--json-out FILE`` writes every sample (run_all.py's ``rollouts`` reads it):
+
+    python benchmarks/rollouts.py --concurrency 128 512 --replicas 1 2 --ids 64
 """
 
 # no `from __future__ import annotations`: FastAPI reads the model's annotations at runtime
@@ -40,7 +47,6 @@ import httpx
 from pytest_agentgym.process.managed import ManagedServer
 
 HERE = Path(__file__).resolve()
-IDS = list(range(16))
 N = 8
 
 
@@ -144,6 +150,12 @@ def main() -> None:
     parser.add_argument("--tokens", action="store_true", help="ask for token ids and logprobs (token views)")
     parser.add_argument("--before", type=Path, default=None,
                         help="also run the service from this checkout, interleaved (arms: before, after)")
+    parser.add_argument("--tree", type=Path, default=None,
+                        help="run the 'after' service from this checkout (default: the one on PYTHONPATH)")
+    parser.add_argument("--replicas", type=int, nargs="+", default=[1],
+                        help="environment server processes, one service each (default: 1)")
+    parser.add_argument("--ids", type=int, default=16, help="ids per batch, each n=8 times (default: 16)")
+    parser.add_argument("--json-out", type=Path, default=None, help="write every sample to this file")
     parser.add_argument("--serve-model", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_model is not None:
@@ -153,28 +165,35 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="bench-rollouts-"))
     model = start("model", [sys.executable, str(HERE), "--serve-model", "{port}", "--delay-ms", str(args.delay_ms)],
                   workdir)
-    arms = [("after", None)] if args.before is None else [("before", args.before.resolve()), ("after", None)]
+    after_tree = args.tree.resolve() if args.tree else None
+    arms = [("after", after_tree)] if args.before is None else [("before", args.before.resolve()),
+                                                                 ("after", after_tree)]
+    ids = list(range(args.ids))
     services = {}
+    settings: dict[str, tuple[int, int]] = {}  # key -> (concurrency, replicas)
     try:
         for arm, tree in arms:
             for c in args.concurrency:
-                key = f"{arm}-c{c}" if args.before else f"c{c}"
-                services[key] = start(f"service-{key}", [sys.executable, "-m", "pytest_agentgym", "rollout-server",
-                                                         "--port", "{port}", "--concurrency", str(c), "--run-id", key],
-                                      workdir, tree)
-                batch(services[key], model.url, [0], 1, args.env, args.tokens)  # warm-up: the server, the client
+                for r in (args.replicas if arm == "after" else [1]):
+                    key = (f"{arm}-" if args.before else "") + f"c{c}" + (f"-r{r}" if args.replicas != [1] else "")
+                    more = ["--replicas", str(r)] if r != 1 else []
+                    services[key] = start(f"service-{key}", [sys.executable, "-m", "pytest_agentgym", "rollout-server",
+                                                             "--port", "{port}", "--concurrency", str(c), "--run-id",
+                                                             key, *more], workdir, tree)
+                    settings[key] = (c, r)
+                    batch(services[key], model.url, [0], 1, args.env, args.tokens)  # warm-up: the server, the client
         results: dict[str, list[tuple[float, float]]] = {key: [] for key in services}
         cpu: dict[str, list[dict[str, float]]] = {key: [] for key in services}
         for _ in range(args.repeats):
             for key, service in services.items():
-                c = int(key.rsplit("c", 1)[1])
+                c = settings[key][0]
                 before = cpu_seconds(model, service)
-                wall, rollouts = batch(service, model.url, IDS, N, args.env, args.tokens,
+                wall, rollouts = batch(service, model.url, ids, N, args.env, args.tokens,
                                        views=args.tokens and not key.startswith("before"))
                 after = cpu_seconds(model, service)
                 results[key].append((len(rollouts) / wall, ideal(rollouts, args.delay_ms / 1000, c) / wall))
                 cpu[key].append({k: 1000 * (after[k] - before[k]) / len(rollouts) for k in after})
-        print(f"rollout service, {args.env} ids 0-15 x n={N} ({len(IDS) * N} rollouts, max_round 10), "
+        print(f"rollout service, {args.env} ids 0-{len(ids) - 1} x n={N} ({len(ids) * N} rollouts, max_round 10), "
               f"{args.delay_ms:g} ms model, {args.repeats} batches per service, interleaved"
               f"{', token ids and logprobs asked' if args.tokens else ''}; "
               f"{os.cpu_count()} cores, load average {load} at the start, {os.getloadavg()[0]:.1f} at the end:")
@@ -188,6 +207,8 @@ def main() -> None:
             print("    CPU ms per rollout (medians): " + ", ".join(
                 f"{k} {statistics.median(row[k] for row in cpu[key]):.1f}" for k in cpu[key][0]))
         print(json.dumps(results))
+        if args.json_out is not None:
+            args.json_out.write_text(json.dumps({"load_start": load, "samples": results, "cpu": cpu}))
     finally:
         for service in services.values():
             service.stop()

@@ -166,6 +166,8 @@ def _worker_parser(sub: argparse._SubParsersAction) -> None:
                         help="node profile: a name under configs/nodes/ or a YAML file (default: local)")
     worker.add_argument("--concurrency", type=int, default=None, metavar="N",
                         help="episodes played at once (default: the profile's limits.concurrency)")
+    worker.add_argument("--replicas", type=_replicas_arg, default=None, metavar="N|auto",
+                        help=REPLICAS_HELP)
     worker.add_argument("--name", default=None, help="this worker's name in heartbeats and records "
                                                      "(default: HOST-PID)")
     worker.add_argument("--log-dir", default=None, help="server and worker logs (default: reports/workers/NAME)")
@@ -176,6 +178,20 @@ def _worker_parser(sub: argparse._SubParsersAction) -> None:
     worker.add_argument("--nak-delay", type=float, default=5.0, metavar="S",
                         help="redelivery delay of an item this worker cannot serve, times a random "
                              "factor between 0.5 and 1.5 (default: 5)")
+
+
+REPLICAS_HELP = ("server processes per spawned environment server; creates go to the least loaded "
+                 "(auto: one per 64 episodes in flight, at most one per core; default: the node's "
+                 "envs.replicas, else 1)")
+
+
+def _replicas_arg(text: str) -> int | str:
+    from pytest_agentgym.config.options import parse_replicas
+
+    try:
+        return parse_replicas(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _rollout_server_parser(sub: argparse._SubParsersAction) -> None:
@@ -190,6 +206,8 @@ def _rollout_server_parser(sub: argparse._SubParsersAction) -> None:
                           help="node profile: environments, servers, limits, sampling, NATS (default: local)")
     rollouts.add_argument("--concurrency", type=int, default=None, metavar="N",
                           help="episodes in flight per model endpoint (default: the node's limits.concurrency)")
+    rollouts.add_argument("--replicas", type=_replicas_arg, default=None, metavar="N|auto",
+                          help=REPLICAS_HELP)
     rollouts.add_argument("--reports", default="reports", help="where the run directory goes (default: reports)")
     rollouts.add_argument("--run-id", default=None, help="the run directory's name (default: rollouts-<time>)")
     rollouts.add_argument("--nats", default=None, metavar="URL", help="publish episode events there "
@@ -243,7 +261,8 @@ def _rollout_server(args: argparse.Namespace) -> int:
                 f"anyone who reaches the port could play batches on this machine's environments and model "
                 f"endpoints. Give --auth-token-env NAME (callers then send 'Authorization: Bearer <token>'), "
                 f"or --allow-unauthenticated if only trusted machines can reach {args.host}:{args.port}")
-        node = RolloutNode.load(args.node, Path.cwd(), concurrency=args.concurrency, nats=args.nats)
+        node = RolloutNode.load(args.node, Path.cwd(), concurrency=args.concurrency, nats=args.nats,
+                                replicas=args.replicas)
         if args.api_key_env:
             read_api_key(args.api_key_env)  # set, or say so now rather than at the first batch
         if args.base_url:
@@ -538,7 +557,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         return worker_main(nats=args.nats, node=args.node, concurrency=args.concurrency, name=args.name,
                            log_dir=args.log_dir, reconnect_s=args.reconnect, heartbeat_s=args.heartbeat,
-                           nak_delay_s=args.nak_delay,
+                           nak_delay_s=args.nak_delay, replicas=args.replicas,
                            command=shlex.join(["pytest-agentgym", *(argv if argv is not None else sys.argv[1:])]))
     if args.command == "rollout-server":
         return _rollout_server(args)

@@ -45,6 +45,15 @@ def parse_positive_int(text: str) -> int:
     return _parse_int(text, 1)
 
 
+def parse_replicas(text: str) -> int | str:
+    if text.strip() == "auto":
+        return "auto"
+    try:
+        return _parse_int(text, 1)
+    except ValueError:
+        raise ValueError(f"expected a whole number of server processes (>= 1) or 'auto', got {text!r}") from None
+
+
 def parse_non_negative_int(text: str) -> int:
     return _parse_int(text, 0)
 
@@ -235,6 +244,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("max_rounds", "N", "rounds per episode", parse_positive_int, "suite, node cap, env"),
     Option("episode_timeout", "S", "wall-clock budget per episode in seconds", parse_seconds, "suite, node"),
     Option("concurrency", "N", "episodes in flight at once (per process)", parse_positive_int, "node"),
+    Option("replicas", "N|auto", "server processes per spawned environment server (auto: one per 64 "
+           "episodes in flight, at most one per core); creates go to the least loaded", parse_replicas,
+           "the node's envs.replicas, else 1"),
     Option("model", "NAME", "model name to request from the endpoint", parse_text, "node"),
     Option("base_url", "URL", "any OpenAI-compatible endpoint (replaces the node's)", parse_text, "node"),
     Option("endpoint", "KIND=URL", "point the node's endpoint of this kind (or at this position of its "

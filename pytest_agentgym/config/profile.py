@@ -25,7 +25,7 @@ import yaml
 
 from pytest_agentgym.servers.modes import SERVERS_MODES
 from pytest_agentgym.envs.spec import DEFAULT_ENVS_FILE, EnvConfigError, EnvSpec, load_specs, read_yaml, \
-    spec_from_mapping
+    read_replicas, spec_from_mapping
 
 PACKAGE_NODES = DEFAULT_ENVS_FILE.parent / "nodes"
 PROFILE_KEYS = frozenset({"name", "description", "model", "limits", "nats", "envs", "vllm"})
@@ -114,6 +114,9 @@ class NodeProfile:
     limits: dict[str, Any] = field(default_factory=dict)
     #: ``model.outage``: wait for the endpoint, fail over, or fail (docs/outages.md)
     outage: OutagePolicy = field(default_factory=OutagePolicy)
+    #: ``envs.replicas``: server processes per spawned environment (a number or "auto"),
+    #: for the environments whose own ``replicas`` is not set
+    replicas: int | str = 1
 
     @classmethod
     def load(cls, node: str, rootdir: Path, *, flag: str = "--agentgym-node",
@@ -136,6 +139,10 @@ class NodeProfile:
         concurrency = limits.get("concurrency", 1)
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ProfileError(f"{path}: limits.concurrency must be a whole number >= 1, got {concurrency!r}")
+        try:
+            replicas = read_replicas(envs.get("replicas", 1), f"{path}: envs.replicas")
+        except EnvConfigError as exc:
+            raise ProfileError(str(exc)) from None
         budget = limits.get("max_error_rate")
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))
                                    or not 0 <= budget <= 1):
@@ -146,7 +153,7 @@ class NodeProfile:
                    episode_timeout=float(limits.get("episode_timeout", DEFAULT_EPISODE_TIMEOUT_S)),
                    max_error_rate=budget, nats_url=nats.get("url"),
                    create_stream=bool(nats.get("create_stream", False)), limits=limits,
-                   outage=outage_policy(raw, str(path)))
+                   outage=outage_policy(raw, str(path)), replicas=replicas)
 
     def model_settings(self) -> Any:
         """The ``model:`` section (model.endpoints.ModelSettings). Raises
@@ -235,6 +242,8 @@ def _apply_overrides(specs: dict[str, EnvSpec], overrides: Mapping[str, Any], no
             raise ProfileError(f"{node_file}: envs.overrides.{name} must be a mapping")
         base = {k: v for k, v in specs[name].__dict__.items() if k != "name"}
         base["success"] = specs[name].success.text
+        if "url" in changes:  # a new url (one or a list) replaces the whole list
+            base.pop("replica_urls", None)
         try:
             specs[name] = spec_from_mapping(name, {**base, **changes}, str(node_file))
         except EnvConfigError as exc:

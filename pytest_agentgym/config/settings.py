@@ -38,6 +38,8 @@ class Settings:
     servers_mode: str
     nats: str | None
     command: str
+    #: server processes per spawned environment without its own ``replicas`` (N or "auto")
+    replicas: int | str = 1
     envs: tuple[str, ...] | None = None
     tasks: tuple[int, ...] | None = None
     repeat: int | None = None
@@ -136,6 +138,7 @@ def resolve(values: Mapping[str, Any], *, rootdir: Path, command: str,
         run_id=run_id,
         retries=values["retries"] if values["retries"] is not None else 1,
         servers_mode=profile.servers_mode,
+        replicas=values.get("replicas") or profile.replicas,
         nats=nats,
         command=command,
         envs=values["envs"],
@@ -174,13 +177,14 @@ def resolve(values: Mapping[str, Any], *, rootdir: Path, command: str,
 
 
 def for_node(profile: NodeProfile, *, concurrency: int | None, reports: Path, command: str,
-             run_id: str = "worker") -> Settings:
+             run_id: str = "worker", replicas: int | str | None = None) -> Settings:
     """Settings for a front door without pytest's options (the queue worker): what the node
     profile says; what an episode is comes with each request."""
     return Settings(
         node=profile.name, node_file=profile.file, profile=profile.raw, env_specs=profile.specs,
         concurrency=concurrency or profile.concurrency, reports=reports, run_id=run_id, retries=1,
-        servers_mode=profile.servers_mode, nats=None, command=command, skip_envs=profile.skip,
+        servers_mode=profile.servers_mode, replicas=replicas or profile.replicas, nats=None, command=command,
+        skip_envs=profile.skip,
         node_max_rounds=profile.max_rounds, node_episode_timeout=profile.episode_timeout,
         node_max_error_rate=profile.max_error_rate)
 

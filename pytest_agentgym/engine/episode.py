@@ -31,7 +31,7 @@ from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 
 from pytest_agentgym.envs.base import EnvAdapter, StepResult
-from pytest_agentgym.envs.protocol import EnvBadResponse, EnvClient, EnvServerError
+from pytest_agentgym.envs.protocol import EnvClient, EnvServerError
 from pytest_agentgym.envs.spec import EnvSpec
 from pytest_agentgym.envs.watch import RequestWatch, watch_requests
 from pytest_agentgym.model.errors import ContextLengthExceeded, ModelError, RequestRejected
@@ -232,15 +232,14 @@ async def _play(
                 await asyncio.shield(asyncio.wait_for(client.close(opening.env_id), CLOSE_TIMEOUT_S))
             except (EnvServerError, asyncio.CancelledError, asyncio.TimeoutError):
                 pass  # freeing the env is best effort; the result stands
+        client.release(opening.env_id)  # a client over replicas counts it off its replica's load
 
 
 def _read_step(adapter: EnvAdapter, client: EnvClient, env_id: int, body: Any) -> StepResult:
     try:
         return adapter.read_step(body)
     except (TypeError, ValueError, KeyError) as exc:
-        raise EnvBadResponse(
-            str(exc), url=client.base_url, endpoint="/step", env=client.env, env_id=env_id
-        ) from exc
+        raise client.bad_answer("/step", str(exc), env_id) from exc
 
 
 async def run_episode(

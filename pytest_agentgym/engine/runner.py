@@ -13,10 +13,11 @@ import asyncio
 import concurrent.futures
 import functools
 import threading
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from pytest_agentgym.envs.base import EnvAdapter
 from pytest_agentgym.envs.protocol import EnvClient
+from pytest_agentgym.envs.replicas import replicated
 from pytest_agentgym.engine.episode import ChatModel, EpisodeRequest, run_episode
 from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo
 
@@ -31,7 +32,7 @@ class Engine:
         concurrency: int,
         model_factory: ModelFactory,
         adapters: dict[str, EnvAdapter],
-        env_urls: dict[str, str],
+        env_urls: Mapping[str, str | Sequence[str]],
         before_retry: Callable[[str, ErrorInfo], Awaitable[None]] | None = None,
         on_finished: Callable[[EpisodeRecord], None] | None = None,
         outage: Any = None,
@@ -67,10 +68,15 @@ class Engine:
 
     def _client(self, request: EpisodeRequest) -> EnvClient:
         """One protocol client per environment, built by its adapter; each request may
-        take the environment's ``request_timeout`` (configs/envs.yaml, node overrides)."""
+        take the environment's ``request_timeout`` (configs/envs.yaml, node overrides).
+        An environment with several servers (its replicas' URLs) gets one client over
+        them all (envs/replicas.py)."""
         name = request.spec.name
         if name not in self._clients:
-            self._clients[name] = self._adapters[name].make_client(request.spec, self._env_urls[name])
+            urls = self._env_urls[name]
+            urls = (urls,) if isinstance(urls, str) else tuple(urls)
+            adapter = self._adapters[name]
+            self._clients[name] = replicated([adapter.make_client(request.spec, url) for url in urls])
         return self._clients[name]
 
     async def _run(self, key: str, request: EpisodeRequest) -> EpisodeRecord:

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal
 
 import jinja2
 
-from pytest_agentgym.envs.protocol import EnvBadResponse, EnvClient
+from pytest_agentgym.envs.protocol import EnvClient
 
 #: AgentGym's usual acknowledgement turn after the instructions.
 ACK_LONG = "OK. I'll follow your instructions and try my best to solve the task."
@@ -199,9 +199,7 @@ class EnvAdapter:
             check_fields(body, f"{self.name} /reset")
             return self.first_observation(body)
         except (TypeError, ValueError) as exc:
-            raise EnvBadResponse(
-                str(exc), url=client.base_url, endpoint="/reset", env=client.env, env_id=env_id
-            ) from exc
+            raise client.bad_answer("/reset", str(exc), env_id) from exc
 
     def conversation(self, observation: str, **context: Any) -> tuple[dict[str, str], ...]:
         return (

@@ -215,12 +215,12 @@ class EnvClient:
                 return data["env_idx"]  # WebArena's variant
             if _is_int(data):
                 return data
-            raise self._bad(
+            raise self.bad_answer(
                 "/create", f'expected a bare JSON int or {{"env_idx": <int>}}, got {_short(repr(data))}'
             )
         if isinstance(data, dict) and _is_int(data.get("id")):
             return data["id"]
-        raise self._bad("/create", f'expected {{"id": <int>, ...}}, got {_short(repr(data))}')
+        raise self.bad_answer("/create", f'expected {{"id": <int>, ...}}, got {_short(repr(data))}')
 
     async def reset(self, env_id: int, payload: dict[str, Any]) -> Any:
         """``POST /reset`` with the env id plus the adapter's payload (task index...).
@@ -250,6 +250,15 @@ class EnvClient:
         """Any other GET endpoint, e.g. ``/filtered_vocab``, ``/available_actions``."""
         params = {self._key: env_id} if env_id is not None else None
         return await self.request("GET", endpoint, params=params, env_id=env_id)
+
+    def release(self, env_id: int) -> None:
+        """The engine is done with the episode on ``env_id``. Nothing to do with one server;
+        a client over replicas (envs/replicas.py) counts it off its replica's load."""
+
+    def bad_answer(self, endpoint: str, message: str, env_id: int | None = None) -> EnvBadResponse:
+        """The :class:`EnvBadResponse` for an answer of ``endpoint`` that cannot be read,
+        naming this server and ``env_id``."""
+        return EnvBadResponse(message, url=self.base_url, endpoint=endpoint, env=self.env, env_id=env_id)
 
     # -- plumbing -------------------------------------------------------------
 
@@ -333,11 +342,6 @@ class EnvClient:
                 f"request failed ({type(exc).__name__}: {exc}); check the server URL",
                 **ctx,
             ) from exc
-
-    def _bad(self, endpoint: str, message: str, env_id: int | None = None) -> EnvBadResponse:
-        return EnvBadResponse(
-            message, url=self.base_url, endpoint=endpoint, env=self.env, env_id=env_id
-        )
 
 
 def _is_int(value: Any) -> bool:

@@ -76,8 +76,16 @@ class EnvSpec:
     embedded: str | None = None
     #: A user's replacement for the shipped instruction prompt (a jinja2 file).
     prompt_template: str | None = None
-    #: An explicit URL; when set the server is attached to, never spawned.
+    #: An explicit URL; when set the server is attached to, never spawned. A YAML list
+    #: (``url: [http://a:36001, http://b:36001]``) attaches to each as a replica: this is
+    #: its first, :attr:`replica_urls` holds them all.
     url: str | None = None
+    #: Every URL of a ``url:`` list, in order (empty when ``url`` is one URL or unset).
+    replica_urls: tuple[str, ...] = ()
+    #: How many server processes to spawn for this environment: a whole number, or
+    #: ``"auto"`` (one per :data:`EPISODES_PER_REPLICA` episodes in flight, at most one
+    #: per core). None: the node's ``envs.replicas`` (default 1). Ignored when attaching.
+    replicas: int | str | None = None
     #: How long to wait for the server's health, in seconds.
     startup_timeout: float = 60.0
     #: Seconds one request to the server may take before it is ``env:EnvTimeout``
@@ -109,6 +117,11 @@ class EnvSpec:
 
     def default_url(self, host: str = "127.0.0.1") -> str:
         return self.url or f"http://{host}:{self.port}"
+
+    @property
+    def attach_urls(self) -> tuple[str, ...]:
+        """The servers to attach to: every URL of a ``url:`` list, the one ``url``, or none."""
+        return self.replica_urls or ((self.url,) if self.url else ())
 
     def base_url(self, server_url: str) -> str:
         """The URL the protocol client uses: the server's plus the path prefix."""
@@ -147,6 +160,9 @@ def spec_from_mapping(name: str, data: dict[str, Any], source: str) -> EnvSpec:
                 f"{where}.{key} must be a positive number of seconds, got {data[key]!r}"
             )
     values = dict(data)
+    _read_urls(values, data, where)
+    if values.get("replicas") is not None:
+        values["replicas"] = read_replicas(values["replicas"], f"{where}.replicas")
     if "options" in values:
         if not isinstance(values["options"], dict) or not all(isinstance(k, str) for k in values["options"]):
             raise EnvConfigError(f"{where}.options must be a mapping of names to values, "
@@ -164,6 +180,49 @@ def spec_from_mapping(name: str, data: dict[str, Any], source: str) -> EnvSpec:
     except EnvConfigError as exc:
         raise EnvConfigError(f"{where}.success: {exc}") from None
     return EnvSpec(name=name, **values)
+
+
+#: Episodes in flight that one spawned server process is given by ``replicas: auto``:
+#: one embedded server keeps up with about this many at a 200 ms model (docs/scale-out.md).
+EPISODES_PER_REPLICA = 64
+
+
+def read_replicas(value: Any, where: str) -> int | str:
+    """``replicas``: a whole number >= 1 or ``auto``; anything else names the fix."""
+    if value == "auto" or (_is_number(value, int) and value >= 1):
+        return value
+    if isinstance(value, str) and value.strip().isdigit() and int(value) >= 1:
+        return int(value)
+    raise EnvConfigError(f"{where} is {value!r}; give a whole number of server processes (>= 1) "
+                         "or 'auto' (one per 64 episodes in flight, at most one per core)")
+
+
+def resolve_replicas(value: int | str | None, concurrency: int, cores: int) -> int:
+    """How many processes ``replicas: value`` means for ``concurrency`` episodes in flight
+    on ``cores`` cores: ``auto`` gives one per :data:`EPISODES_PER_REPLICA`, between 1 and
+    ``cores``; None gives 1."""
+    if value is None:
+        return 1
+    if value == "auto":
+        return max(1, min(cores, math.ceil(concurrency / EPISODES_PER_REPLICA)))
+    return int(value)
+
+
+def _read_urls(values: dict[str, Any], data: dict[str, Any], where: str) -> None:
+    """``url``: one URL, or a list of them (replicas attached to); kept as ``url`` (the
+    first) and ``replica_urls`` (all)."""
+    url = data.get("url")
+    if isinstance(url, (list, tuple)):
+        if not url or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in url):
+            raise EnvConfigError(f"{where}.url is {url!r}; give one URL or a list of http:// URLs, one per "
+                                 "running server of this environment")
+        if len(set(url)) != len(url):
+            raise EnvConfigError(f"{where}.url lists a server twice ({url!r}); give each running server once")
+        values["url"], values["replica_urls"] = url[0], tuple(url) if len(url) > 1 else ()
+    elif url is not None and not isinstance(url, str):
+        raise EnvConfigError(f"{where}.url is {url!r}; give one URL or a list of URLs")
+    else:
+        values["replica_urls"] = tuple(data.get("replica_urls") or ())
 
 
 def _reward_range(value: Any, where: str) -> tuple[float, float]:

@@ -26,7 +26,7 @@ from pytest_agentgym.envs.base import (
     finite_number,
     json_boolean,
 )
-from pytest_agentgym.envs.protocol import EnvBadResponse, EnvClient
+from pytest_agentgym.envs.protocol import EnvClient
 
 def read_pair(body: Any, env: str) -> str:
     """The observation of an env_idx ``/reset`` answer, ``[observation, null]``."""
@@ -71,13 +71,8 @@ class WebShopAdapter(EnvAdapter):
         await self.reset_and_observe(client, env_id, task_index)  # the shape is checked, the text replaced
         observation = await client.observation(env_id)
         if not isinstance(observation, str):
-            raise EnvBadResponse(
-                f"expected the page as a JSON string, got {observation!r:.200}",
-                url=client.base_url,
-                endpoint="/observation",
-                env=client.env,
-                env_id=env_id,
-            )
+            raise client.bad_answer("/observation", f"expected the page as a JSON string, got {observation!r:.200}",
+                                    env_id)
         return Opening(env_id, self.conversation(observation))
 
     def read_step(self, body: Any) -> StepResult:

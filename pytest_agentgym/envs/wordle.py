@@ -16,7 +16,7 @@ from typing import Any
 
 from pytest_agentgym.envs import register
 from pytest_agentgym.envs.base import EnvAdapter, ParsedAction, extract_first_split
-from pytest_agentgym.envs.protocol import EnvBadResponse, EnvClient
+from pytest_agentgym.envs.protocol import EnvClient
 
 #: The human turn that opens AgentGym's Wordle conversation, before the acknowledgement.
 WORDLE_PERSONA = "You are an expert wordle player."
@@ -40,10 +40,8 @@ class WordleAdapter(EnvAdapter):
         rules prompt with that vocabulary (the reset's own text is not shown)."""
         words = await client.get("/filtered_vocab", env_id)
         if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
-            raise EnvBadResponse(
-                f"expected a JSON list of words, got {words!r:.200}",
-                url=client.base_url, endpoint="/filtered_vocab", env=client.env, env_id=env_id,
-            )
+            raise client.bad_answer("/filtered_vocab", f"expected a JSON list of words, got {words!r:.200}",
+                                    env_id)
         await client.reset(env_id, self.reset_payload(task_index))
         return self.rules(words)
 

@@ -80,6 +80,8 @@ def activate(config: pytest.Config) -> None:
     from pytest_agentgym.plugin.session import ControllerSession, WorkerSession
 
     if is_controller(config):
+        if uses_xdist(config) and isinstance(config.option.numprocesses, int):
+            run.resources.processes = config.option.numprocesses  # replicas: auto follows them all
         config.pluginmanager.register(ControllerSession(config, run, xdist=uses_xdist(config)),
                                       "agentgym-session")
         _stop_on_sigterm(config)

@@ -11,7 +11,7 @@ no pytest, no network (the caller fetches the server identity).
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 #: Run-level keys, in the order differences are listed.
 RUN_KEYS = ("model", "endpoint_kind", "checkpoint")
@@ -98,3 +98,9 @@ def episode_differences(run: Mapping[str, Any], worker: Mapping[str, Any], *,
         if run.get(key) != worker.get(key):
             lines.append(f"{key}: {_show(run.get(key))} {first}, {_show(worker.get(key))} {second}")
     return lines
+
+
+def server_versions(env_urls: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """run.json's ``server:NAME`` entries: where each environment's servers were, the
+    replicas' URLs joined by ", " (one URL without replicas)."""
+    return {f"server:{name}": ", ".join(urls) for name, urls in env_urls.items()}

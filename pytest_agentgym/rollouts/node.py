@@ -49,10 +49,12 @@ class RolloutNode:
     model_urls: tuple[str, ...] = ()
     #: the profile as the one loader read it (config/profile.py)
     node: NodeProfile = None  # type: ignore[assignment]
+    #: server processes per spawned environment (--replicas, else the node's envs.replicas)
+    replicas: int | str = 1
 
     @classmethod
     def load(cls, node: str, rootdir: Path, *, concurrency: int | None = None,
-             nats: str | None = None) -> "RolloutNode":
+             nats: str | None = None, replicas: int | str | None = None) -> "RolloutNode":
         """The node profile ``node`` as a pytest run on it sees it; ``concurrency`` and
         ``nats`` replace the profile's. Raises :class:`NodeError`."""
         from pytest_agentgym.model.endpoint_settings import EndpointConfigError
@@ -72,6 +74,7 @@ class RolloutNode:
             sampling=sampling, request_timeout=model.request_timeout, model_retries=model.retries,
             nats=nats if nats is not None else loaded.nats_url, create_stream=loaded.create_stream,
             model_urls=tuple(e.base_url for e in model.endpoints if e.url is not None), node=loaded,
+            replicas=replicas or loaded.replicas,
         )
 
     def served(self) -> list[str]:

@@ -42,6 +42,7 @@ from pytest_agentgym.envs import adapter_class
 from pytest_agentgym.envs.base import EnvAdapter
 from pytest_agentgym.engine.episode import EpisodeRequest
 from pytest_agentgym.results.aggregate import summaries_record, summarize
+from pytest_agentgym.results.fingerprint import server_versions
 from pytest_agentgym.results.ledger import RunLedger, final_status, git_commit
 from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo, RunInfo
 from pytest_agentgym.rollouts.access import KeyAllowList
@@ -127,7 +128,8 @@ class RolloutService:
         # LedgerError when the id is taken or its directory is in use
         self.ledger = RunLedger.new(Path(reports).resolve(), self.run_id, run_id_flag="--run-id")
         self.command = command
-        self.env_urls: dict[str, str] = {}
+        #: env -> the URLs of its servers, replica 0 first
+        self.env_urls: dict[str, tuple[str, ...]] = {}
         self.env_errors: dict[str, ErrorInfo] = {}
         self.adapters: dict[str, EnvAdapter] = {}
         self._engines: dict[tuple[str, str], Engine] = {}
@@ -205,8 +207,7 @@ class RolloutService:
         info = dataclasses.replace(self.ledger.info, ended_at=_now(), status=status, counts=counts,
                                    summaries=summaries_record(summarize(records)), model=", ".join(models),
                                    environments=tuple(sorted({r.env for r in records})) or self.ledger.info.environments,
-                                   versions={**self.ledger.info.versions, **{f"server:{k}": v for k, v in
-                                                                             self.env_urls.items()}})
+                                   versions={**self.ledger.info.versions, **server_versions(self.env_urls)})
         try:
             self.ledger.write(info)
         except OSError as exc:
@@ -242,9 +243,10 @@ class RolloutService:
             if name in self.env_urls or self.stopping:  # stopping: submit cancels the batch
                 return None
             if self._pool is None:
-                self._pool = factory.server_pool(self.node.specs, self.node.servers_mode, self.ledger.run_dir.logs)
+                self._pool = factory.server_pool(self.node.specs, self.node.servers_mode, self.ledger.run_dir.logs,
+                                                 replicas=self.node.replicas, concurrency=self.node.concurrency)
             try:
-                self.env_urls[name] = self._pool.start(name).url
+                self.env_urls[name] = self._pool.urls(name)
             except (ServerError, OSError) as exc:
                 return ErrorInfo.from_exception(exc, "env")  # tried again by the next batch
             return None
@@ -418,7 +420,7 @@ class RolloutService:
     def health(self) -> dict[str, Any]:
         return {"status": "ok" if self.write_error is None else "degraded", "run_id": self.run_id,
                 "run_dir": str(self.run_dir), "node": self.node.name, "environments": self.node.served(),
-                "servers": dict(self.env_urls), "concurrency": self.node.concurrency,
+                "servers": {name: ", ".join(urls) for name, urls in self.env_urls.items()}, "concurrency": self.node.concurrency,
                 "endpoints": len(self._engines), "in_flight": self.in_flight(), "queued": self.queued,
                 "queued_peak": self.queued_peak, "max_queued": self.max_queued,
                 "rollouts_finished": self.finished, "write_error": self.write_error}

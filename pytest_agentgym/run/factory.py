@@ -15,17 +15,21 @@ from typing import Any, Callable, Mapping
 from pytest_agentgym.envs.spec import EnvSpec
 
 
-def server_pool(specs: Mapping[str, EnvSpec], servers_mode: str, log_dir: Path) -> Any:
+def server_pool(specs: Mapping[str, EnvSpec], servers_mode: str, log_dir: Path, *,
+                replicas: int | str = 1, concurrency: int = 1) -> Any:
     """A :class:`~pytest_agentgym.servers.pool.ServerPool` for a node in ``servers_mode``:
     ``spawn`` always starts fresh servers on free ports; ``auto`` attaches to what
     answers on the configured port and spawns the rest; ``attach`` needs every URL to
-    answer already (an environment without one gets its default URL)."""
+    answer already (an environment without one gets its default URL). ``replicas``
+    (N or "auto", following ``concurrency``: the episodes in flight) is how many
+    processes an environment without its own ``replicas`` gets when spawned."""
     from pytest_agentgym.servers.pool import ServerPool
 
     if servers_mode == "attach":
         specs = {n: s if s.url else s.with_overrides(url=s.default_url()) for n, s in specs.items()}
     log_dir.mkdir(parents=True, exist_ok=True)
-    return ServerPool(dict(specs), log_dir=log_dir, attach_running=servers_mode == "auto")
+    return ServerPool(dict(specs), log_dir=log_dir, attach_running=servers_mode == "auto",
+                      replicas=replicas, concurrency=concurrency)
 
 
 def model(base_url: str, name: str, *, api_key_env: str | None, sampling: Any = None,
@@ -45,7 +49,7 @@ def model(base_url: str, name: str, *, api_key_env: str | None, sampling: Any = 
 
 
 def engine(*, concurrency: int, model_factory: Callable[[], Any], adapters: dict[str, Any],
-           env_urls: dict[str, str], before_retry: Any, on_finished: Callable[[Any], Any],
+           env_urls: Mapping[str, Any], before_retry: Any, on_finished: Callable[[Any], Any],
            outage: Any = None) -> Any:
     """The :class:`~pytest_agentgym.engine.runner.Engine` that plays a door's episodes;
     ``outage``: its :class:`~pytest_agentgym.engine.outage.OutageGuard` (the node's

@@ -48,7 +48,10 @@ class RunResources:
         #: a failed launch's command and last log lines, for the run's summary (shown once)
         self.setup_details: tuple[str, ...] = ()
         self._pool = None  # servers.pool.ServerPool
-        self.env_urls: dict[str, str] = {}
+        #: env -> the URLs of its servers, replica 0 first (one URL without replicas)
+        self.env_urls: dict[str, tuple[str, ...]] = {}
+        #: the processes playing episodes at once (pytest-xdist's workers), for ``replicas: auto``
+        self.processes = 1
         #: environments whose server could not be had, and why
         self.env_errors: dict[str, ErrorInfo] = {}
         self.server_identities: dict[str, str] = {}
@@ -70,7 +73,7 @@ class RunResources:
         #: the outage lines not yet shown live (the plugin's progress printer takes them)
         self.outage_lines: collections.deque[str] = collections.deque()
         if worker_input is not None:
-            self.env_urls = dict(worker_input["agentgym_env_urls"])
+            self.env_urls = {name: tuple(urls) for name, urls in worker_input["agentgym_env_urls"].items()}
 
     # -- the model endpoint --------------------------------------------------------------
 
@@ -183,18 +186,20 @@ class RunResources:
         for name in names:
             if name not in self.env_urls and name not in self.env_errors:
                 try:
-                    server = self._pool.start(name)
+                    servers = self._pool.start_replicas(name)
                 except (ServerError, OSError) as exc:
                     self.env_errors[name] = ErrorInfo.from_exception(exc, "env")
                     continue
-                self.env_urls[name] = server.url
-                self.server_identities[name] = self._identity(name, server)
+                self.env_urls[name] = tuple(server.url for server in servers)
+                self.server_identities[name] = self._identity(name, servers[0])
 
     def _server_pool(self) -> Any:
         if self._pool is None:
             from pytest_agentgym.run import factory
 
-            self._pool = factory.server_pool(self.settings.env_specs, self.settings.servers_mode, self.log_dir)
+            self._pool = factory.server_pool(self.settings.env_specs, self.settings.servers_mode, self.log_dir,
+                                             replicas=self.settings.replicas,
+                                             concurrency=self.settings.concurrency * self.processes)
         return self._pool
 
     def start_all(self, env_names: Sequence[str]) -> Any:
@@ -354,7 +359,7 @@ class RunResources:
         return {
             "agentgym_run_id": self.settings.run_id,
             "agentgym_run_dir": str(run_dir),
-            "agentgym_env_urls": dict(self.env_urls),
+            "agentgym_env_urls": {name: list(urls) for name, urls in self.env_urls.items()},
             "agentgym_endpoint_kind": chosen.kind,
             "agentgym_endpoint_url": chosen.config.url,
             "agentgym_endpoint_where": chosen.config.where,  # its place in the chain (model.outage failover)
@@ -395,8 +400,9 @@ class RunResources:
         from pytest_agentgym import __version__
 
         versions = {"pytest-agentgym": __version__, "python": platform.python_version()}
-        for name, url in self.env_urls.items():
-            versions[f"server:{name}"] = url
+        from pytest_agentgym.results.fingerprint import server_versions
+
+        versions.update(server_versions(self.env_urls))
         for name, identity in self.server_identities.items():
             versions[f"server-identity:{name}"] = identity
         launched = self._chosen

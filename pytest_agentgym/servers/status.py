@@ -57,6 +57,14 @@ def check(spec: EnvSpec, host: str, timeout: float, servers: str = "auto") -> En
             return EnvStatus(spec.name, spec.category, fresh, "spawnable", f"fresh on a free port: {plan.detail}")
         hint = plan.detail.split("cannot be started here: ", 1)[-1]
         return EnvStatus(spec.name, spec.category, fresh, "down", f"cannot be started here: {hint}")
+    if len(spec.replica_urls) > 1 and plan.how == "attach":  # a list of running servers: each must answer
+        shown = ", ".join(spec.base_url(url) for url in spec.replica_urls)
+        silent = [f"{url} ({why})" for url in spec.replica_urls if (why := probe(url, timeout)) is not None]
+        if not silent:
+            return EnvStatus(spec.name, spec.category, shown, "up", f"envs url: {len(spec.replica_urls)} replicas")
+        return EnvStatus(spec.name, spec.category, shown, "down",
+                         f"no answer from {', '.join(silent)}; start those servers or take them out of "
+                         f"envs.{spec.name}.url")
     reason = probe(plan.url, timeout)
     if reason is None:
         source = "envs url" if spec.url else ("attached" if plan.how == "attach" else "running")

@@ -384,7 +384,8 @@ class Worker:
 
 
 def main(*, nats: str, node: str, concurrency: int | None, name: str | None, log_dir: str | None,
-         reconnect_s: float, heartbeat_s: float, nak_delay_s: float, command: str) -> int:
+         reconnect_s: float, heartbeat_s: float, nak_delay_s: float, command: str,
+         replicas: int | str | None = None) -> int:
     """`pytest-agentgym worker`: 0 stopped by a signal, 1 NATS lost, 2 bad input or no start."""
     import sys
 
@@ -397,7 +398,7 @@ def main(*, nats: str, node: str, concurrency: int | None, name: str | None, log
     try:
         address = QueueAddress.parse(nats, where="--nats")
         settings = for_node(NodeProfile.load(node, Path.cwd(), flag="--node"), concurrency=concurrency,
-                            reports=logs, command=command)
+                            reports=logs, command=command, replicas=replicas)
     except (QueueAddressError, ProfileError) as exc:
         print(f"pytest-agentgym worker: {exc}", file=sys.stderr)
         return 2
