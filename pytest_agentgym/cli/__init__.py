@@ -52,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
     serve.add_argument("--log-level", default="warning", help="uvicorn log level (default: warning)")
+    serve.add_argument("--no-fast-path", dest="fast_path", action="store_false",
+                       help="answer every request through the FastAPI app, without the fast path in front "
+                            "of it (the answers are byte-identical; for comparisons: docs/servers.md)")
 
     agent = sub.add_parser("reference-agent", help="run the scripted reference agent (not an LLM)")
     agent.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
@@ -511,7 +514,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "serve":
         from pytest_agentgym.servers.embedded import serve
 
-        serve(args.name, host=args.host, port=args.port, log_level=args.log_level)
+        serve(args.name, host=args.host, port=args.port, log_level=args.log_level, fast_path=args.fast_path)
         return 0
     if args.command == "reference-agent":
         from pytest_agentgym.model.reference.server import run

@@ -53,8 +53,26 @@ def create_app(name: str) -> Any:
     return importlib.import_module(module).create_app()
 
 
-def serve(name: str, host: str = "127.0.0.1", port: int = 8000, log_level: str = "warning") -> None:
-    """Run one embedded server in this process until interrupted (blocking)."""
+#: How long an idle keep-alive connection stays open (uvicorn's default is 5 s). The
+#: harness's client reuses a connection idle for a few seconds (transport.IDLE_EXPIRY_S):
+#: with 5 s here, a request sent on a connection in the moment the server closed it was
+#: lost ("server closed the connection without an answer"). A server setting, not wire
+#: content; an idle connection costs a socket and a few kB.
+KEEP_ALIVE_S = 75
+
+
+def serve(name: str, host: str = "127.0.0.1", port: int = 8000, log_level: str = "warning",
+          fast_path: bool = True) -> None:
+    """Run one embedded server in this process until interrupted (blocking).
+
+    ``fast_path``: serve well-formed hot requests through :class:`.fastpath.FastPath`
+    (byte-identical answers, less CPU); False runs the FastAPI app alone."""
     import uvicorn
 
-    uvicorn.run(create_app(name), host=host, port=port, log_level=log_level, workers=1)
+    app = create_app(name)
+    if fast_path:
+        from pytest_agentgym.servers.embedded.fastpath import FastPath
+
+        app = FastPath(app)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, workers=1,
+                timeout_keep_alive=KEEP_ALIVE_S)

@@ -368,13 +368,18 @@ def create_app() -> FastAPI:
     app = FastAPI(title="BabyAI (pytest-agentgym embedded)")
     app.state.babyai = server
     text = greeting(server.max_envs)
+    # ``async def``: handlers of about a millisecond or less, run on the event loop, which
+    # spares the hop to a worker thread and back (benchmarks/server_cost.py). ``/reset``
+    # and ``/render`` (a level built, a frame drawn: several milliseconds, more for the
+    # large levels) stay ``def``: on a worker thread they do not hold up the other envs'
+    # requests for their whole length.
 
     @app.get("/")
-    def hello() -> str:
+    async def hello() -> str:
         return text
 
     @app.post("/create")
-    def create() -> dict[str, int]:
+    async def create() -> dict[str, int]:
         return server.create()
 
     @app.post("/reset")
@@ -382,15 +387,15 @@ def create_app() -> FastAPI:
         return server.reset(body.id, body.data_idx)
 
     @app.post("/step")
-    def step(body: StepRequestBody) -> Any:
+    async def step(body: StepRequestBody) -> Any:
         return server.step(body.id, body.action)
 
     @app.get("/observation")
-    def observation(id: int) -> Any:  # noqa: A002  (the wire name)
+    async def observation(id: int) -> Any:  # noqa: A002  (the wire name)
         return server.observe(id)
 
     @app.post("/close")
-    def close(body: CloseRequestBody) -> bool:
+    async def close(body: CloseRequestBody) -> bool:
         return server.close(body.id)
 
     @app.post("/render")
@@ -398,7 +403,7 @@ def create_app() -> FastAPI:
         return server.render(body.id)
 
     @app.get("/embedded/envs")
-    def embedded_envs() -> dict[str, Any]:  # not in the original: see limits.py
+    async def embedded_envs() -> dict[str, Any]:  # not in the original: see limits.py
         return server.status()
 
     return app

@@ -195,45 +195,48 @@ def create_app(environments: TextCraftEnvironments | None = None) -> FastAPI:
     """The FastAPI app; ``environments`` may be given to share or inspect state in tests."""
     envs = environments or TextCraftEnvironments()
     app = FastAPI(title="TextCraft (pytest-agentgym embedded)")
+    # Every handler is a few microseconds of dictionary work under the lock: ``async def``
+    # runs it on the event loop, where a ``def`` handler costs a hop to a worker thread
+    # and back, more than the work (benchmarks/server_cost.py).
 
     @app.get("/")
-    def hello() -> str:
+    async def hello() -> str:
         return GREETING
 
     @app.post("/create")
-    def create(body: CreateRequestBody) -> Any:
+    async def create(body: CreateRequestBody) -> Any:
         return envs.create()
 
     @app.post("/step")
-    def step(body: StepRequestBody) -> Any:
+    async def step(body: StepRequestBody) -> Any:
         return envs.step(body.id, body.action)
 
     @app.post("/reset")
-    def reset(body: ResetRequestBody) -> Any:
+    async def reset(body: ResetRequestBody) -> Any:
         return envs.reset(body.id, body.data_idx)
 
     @app.get("/observation")
-    def get_observation(id: int) -> Any:  # noqa: A002 - the wire name
+    async def get_observation(id: int) -> Any:  # noqa: A002 - the wire name
         return envs.observation(id)
 
     @app.get("/commands")
-    def get_commands(id: int) -> Any:  # noqa: A002
+    async def get_commands(id: int) -> Any:  # noqa: A002
         return _missing_method()
 
     @app.get("/goal")
-    def get_goal(id: int) -> Any:  # noqa: A002
+    async def get_goal(id: int) -> Any:  # noqa: A002
         return _missing_method()
 
     @app.get("/detail")
-    def get_detailed_info(id: int) -> Any:  # noqa: A002
+    async def get_detailed_info(id: int) -> Any:  # noqa: A002
         return envs.detail(id)
 
     @app.post("/close")
-    def close(body: CloseRequestBody) -> Any:
+    async def close(body: CloseRequestBody) -> Any:
         return envs.close(body.id)
 
     @app.get("/embedded/envs")
-    def embedded_envs() -> Any:  # not in the original: see limits.py
+    async def embedded_envs() -> Any:  # not in the original: see limits.py
         return envs.status()
 
     return app
