@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -72,30 +73,75 @@ def window(fleet: Fleet, names: list[str], run_id: str) -> tuple[float, float]:
     return max(ends.values()) - min(starts.values()), busy
 
 
+def fleet_cpu(fleet: Fleet, names: list[str], nats_pid: int | None = None) -> dict[str, float]:
+    """CPU seconds (user + system) used so far by each part of the fleet, summed over its
+    processes: the workers themselves (the harness), their reference agents (the model),
+    the workers' other descendants (their environment servers, replicas included), and
+    the nats-server. Read while the processes live, so call it before stopping them."""
+    import psutil
+
+    def used(process: psutil.Process) -> float:
+        try:
+            times = process.cpu_times()
+        except psutil.NoSuchProcess:
+            return 0.0  # exited while we looked
+        return times.user + times.system
+
+    parts = {"worker": 0.0, "model": 0.0, "env": 0.0,
+             "nats": used(psutil.Process(nats_pid)) if nats_pid else 0.0}
+    for name in names:
+        worker = psutil.Process(fleet.procs[name].pid)
+        parts["worker"] += used(worker)
+        for child in worker.children(recursive=True):
+            try:
+                model = "reference-agent" in child.cmdline()
+            except psutil.NoSuchProcess:
+                continue
+            parts["model" if model else "env"] += used(child)
+    return parts
+
+
 def one_config(base: Path, nats_url: str, project: Path, workers: int, tag: str, repeat: int,
-               concurrency: int = SLOTS) -> dict:
+               concurrency: int = SLOTS, replicas: int | None = None, nats_pid: int | None = None) -> dict:
+    """Start ``workers`` workers (each with ``--replicas`` when given), warm them up, play the
+    selection of ``project`` through a coordinator, and return the run's figures, with the
+    CPU per measured episode of each part of the fleet (``cpu_ms``: the measured run's
+    CPU less the warm-up's, so server start-up is left out)."""
     queue = f"{nats_url}?name={tag}&ack_wait=30"
     fleet = Fleet(base / tag, queue)
     profile = worker_profile(base / f"{tag}.yaml", concurrency=concurrency, latency_ms=LATENCY_MS)
     names = [f"{tag}-w{i}" for i in range(workers)]
+    extra = ("--replicas", str(replicas)) if replicas is not None else ()
     try:
         for name in names:
-            fleet.start(name, profile=profile, heartbeat=5.0)
+            fleet.start(name, profile=profile, heartbeat=5.0, extra=extra)
         fleet.wait_serving(*names, timeout=120)
         warm = base / f"{tag}-warm"
-        suites(warm, Maze=f"0-{workers * concurrency - 1}")
-        warm_cpu = coordinator(warm, queue, f"{tag}-warm", 1)
+        # at least one episode per slot; Maze has 25 tasks, so more than 16 slots take repeats of 0-15
+        warm_tasks, warm_repeat = min(16, workers * concurrency), math.ceil(workers * concurrency / 16)
+        suites(warm, Maze=f"0-{warm_tasks - 1}")
+        warm_cpu = coordinator(warm, queue, f"{tag}-warm", warm_repeat)
+        before = fleet_cpu(fleet, names, nats_pid)
         cpu = coordinator(project, queue, tag, repeat)
+        after = fleet_cpu(fleet, names, nats_pid)
         rows = records(project / "reports" / tag)
         assert all(r["error"] is None for r in rows), "an episode errored"
         wall, busy = window(fleet, names, tag)
     finally:
         fleet.stop_all()
+    lines = (project / "reports" / tag / "episodes.jsonl").read_bytes().splitlines()
     return {"episodes": len(rows), "wall_s": wall, "eps": len(rows) / wall, "busy": busy,
             "slot_use": busy / (workers * concurrency * wall), "cpu_per_episode_ms": 1000 * cpu / len(rows),
             # the measured run's CPU less the warm-up run's, per extra episode: pytest's fixed cost left out
-            "marginal_cpu_ms": 1000 * (cpu - warm_cpu) / (len(rows) - workers * concurrency),
-            "median_episode_s": statistics.median(r["duration_s"] for r in rows)}
+            "marginal_cpu_ms": 1000 * (cpu - warm_cpu) / (len(rows) - warm_tasks * warm_repeat),
+            # (episodes, CPU seconds) of each coordinator process: the warm-up's and the measured one's
+            "coordinator_runs": [(warm_tasks * warm_repeat, warm_cpu), (len(rows), cpu)],
+            "cpu_ms": {part: 1000 * (after[part] - before[part]) / len(rows) for part in after},
+            "rounds": statistics.mean(r["rounds"] for r in rows),
+            "record_bytes": statistics.mean(len(line) for line in lines),
+            "median_episode_s": statistics.median(r["duration_s"] for r in rows),
+            "turn_model_s": statistics.median(t["model_latency_s"] for r in rows for t in r["turns"]),
+            "turn_env_s": statistics.median(t["env_latency_s"] for r in rows for t in r["turns"])}
 
 
 def spread(values: list[float], fmt: str) -> str:
@@ -107,6 +153,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="rounds over 1, 2, 4 workers (default: 3)")
     parser.add_argument("--repeat", type=int, default=4, help="plays of each Maze task 0-15 (default: 4: 64 episodes)")
     parser.add_argument("--workers", default="1,2,4", help="worker counts (default: 1,2,4)")
+    parser.add_argument("--replicas", type=int, default=None,
+                        help="environment server processes per worker (worker --replicas; default: its profile's)")
     parser.add_argument("--json", default=None, help="also write the raw figures here")
     args = parser.parse_args()
     counts = [int(n) for n in args.workers.split(",")]
@@ -125,7 +173,7 @@ def main() -> None:
                 for n in counts:  # interleaved: every round runs every count once
                     project = base / f"p{n}-{rnd}"
                     suites(project, Maze="0-15")
-                    figures = one_config(base, nats.url, project, n, f"n{n}r{rnd}", args.repeat)
+                    figures = one_config(base, nats.url, project, n, f"n{n}r{rnd}", args.repeat, replicas=args.replicas)
                     figures["fraction"] = figures["eps"] / (n * SLOTS / t1)
                     results[n].append(figures)
                     print(f"round {rnd + 1}, {n} worker(s): {figures['eps']:.2f} episodes/s, "
