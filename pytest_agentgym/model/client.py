@@ -125,6 +125,7 @@ class EndpointClient:
         self.turn_budget = float(turn_budget) if turn_budget is not None else None
         self.retry = retry or RetryPolicy()
         self._rng = random.Random()
+        self._params_of: dict[int, tuple[Sampling, dict[str, Any]]] = {}
         lean = None
         if http_client is None:  # one long-lived client over the lean keep-alive transport
             lean = KeepAliveTransport()
@@ -193,8 +194,7 @@ class EndpointClient:
         # post() serialises as it is. chat.completions.create() would walk it through
         # its TypedDict transform (async_maybe_transform) on every call, at a cost
         # that grows with the conversation (a quarter millisecond per message).
-        body = {"model": self.model, "messages": list(messages),
-                **(sampling or self.sampling).request_params()}
+        body = {"model": self.model, "messages": list(messages), **self._params(sampling or self.sampling)}
         state = _Attempts(started=time.monotonic())
         deadline = state.started + turn_budget
 
@@ -256,6 +256,18 @@ class EndpointClient:
                     url=self.base_url, model=self.model, record=state.record(), unreachable=down)
             state.reasons.append(reason)
             await asyncio.sleep(wait)
+
+    def _params(self, sampling: Sampling) -> dict[str, Any]:
+        """``sampling.request_params()``, made once per Sampling object: the engine hands every
+        turn of an episode the same one (engine/model.py caches them), and building the dict
+        was a tenth of this method's cost per turn. Keyed by identity, the object kept beside its
+        params so that its id is not reused while the entry lives; a few entries only."""
+        entry = self._params_of.get(id(sampling))
+        if entry is None or entry[0] is not sampling:
+            if len(self._params_of) >= 64:
+                self._params_of.clear()
+            entry = self._params_of[id(sampling)] = (sampling, sampling.request_params())
+        return entry[1]
 
     def _failures(self) -> tuple[tuple[type[BaseException], ...], ...]:
         """What a failed request raises, as (timed out, unreachable, a non-2xx answer):
