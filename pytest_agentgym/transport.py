@@ -303,6 +303,36 @@ def async_http_client(**kwargs: Any) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=AsyncProxyRouting(), **kwargs)
 
 
+#: file descriptors an episode in flight may hold: a connection to the model, one to its
+#: environment server, and room for the replicas' and the health probes' own
+FILES_PER_EPISODE = 3
+#: descriptors the process needs besides (logs, pipes, the servers it spawned, imports)
+FILES_BESIDES = 256
+
+
+def ensure_file_room(in_flight: int) -> int:
+    """Raise this process's soft limit on open files (``ulimit -n``, often 1,024) toward its
+    hard limit, so that ``in_flight`` episodes each holding their connections do not run
+    out (the transport's back-pressure would then hold them up); never lowers it.
+    Returns the soft limit in force afterwards (-1: unlimited, or no such limit here)."""
+    try:
+        import resource
+    except ImportError:  # not a Unix
+        return -1
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = FILES_PER_EPISODE * in_flight + FILES_BESIDES
+    if soft == resource.RLIM_INFINITY or soft >= want:
+        return -1 if soft == resource.RLIM_INFINITY else soft
+    raised = want if hard == resource.RLIM_INFINITY else min(want, hard)
+    if raised > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+        except (ValueError, OSError):  # a platform that refuses: the back-pressure still holds
+            return soft
+        return raised
+    return soft
+
+
 class _Connection:
     __slots__ = ("reader", "writer", "fd", "idle_since", "used", "expired")
 

@@ -20,6 +20,7 @@ from pytest_agentgym.envs.protocol import EnvClient
 from pytest_agentgym.envs.replicas import replicated
 from pytest_agentgym.engine.episode import ChatModel, EpisodeRequest, run_episode
 from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo
+from pytest_agentgym.transport import ensure_file_room
 
 #: Builds the model client inside the engine's loop (clients bind to their loop).
 ModelFactory = Callable[[], ChatModel]
@@ -40,6 +41,7 @@ class Engine:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
         self.concurrency = concurrency
+        ensure_file_room(concurrency)  # each episode in flight holds connections
         self._model_factory = model_factory
         self._adapters = adapters
         self._env_urls = env_urls

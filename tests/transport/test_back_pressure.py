@@ -87,3 +87,22 @@ def test_out_of_file_descriptors_requests_wait_for_a_connection():
     assert result["answers"] == [200] * 200
     assert 1 <= result["opened"] <= 8
     assert server.runs == {f"move {n}": 1 for n in range(200)}
+
+
+def test_the_engine_raises_a_low_open_files_limit_for_its_episodes_in_flight():
+    """A process started with ``ulimit -n 256`` that plays 512 episodes in flight gets room
+    for their connections (never more than the hard limit, never lowered)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import resource\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (256, 4096))\n"
+        "from pytest_agentgym.transport import ensure_file_room\n"
+        "print(ensure_file_room(512), resource.getrlimit(resource.RLIMIT_NOFILE)[0])\n"
+        "print(ensure_file_room(2000), resource.getrlimit(resource.RLIMIT_NOFILE)[0])\n"
+        "print(ensure_file_room(4), resource.getrlimit(resource.RLIMIT_NOFILE)[0])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:3] == ["1792 1792", "4096 4096", "4096 4096"]
