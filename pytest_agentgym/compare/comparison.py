@@ -6,10 +6,13 @@ compare --json``, the exit status, and what the HTML compare view draws.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from pytest_agentgym.compare.pairing import Flip
+
+if TYPE_CHECKING:
+    from pytest_agentgym.compare.runs import LoadedRun
 
 #: How the detail of an ``inconclusive`` verdict that errored keys leave open begins.
 ERRORS_OPEN = "the errors leave it open"
@@ -111,6 +114,9 @@ class Comparison:
     environments: dict[str, EnvComparison]
     #: settings that differ, let through by allow_mismatch
     mismatches: tuple[str, ...] = ()
+    #: the two runs as read for it (baseline, candidate): the compare view shows them without
+    #: reading them again
+    runs: "tuple[LoadedRun, LoadedRun] | None" = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "base": self.base, "candidate": self.candidate,

@@ -268,11 +268,13 @@ def _judge(pairs: EnvPairs, estimate: _Estimate | None, p_value: float | None, r
                          method=e.method, repeats_for_margin=repeats_for_margin, **common)
 
 
-def compare_runs(base: str | Path | RunDir, candidate: str | Path | RunDir, *, metric: str = "success",
+def compare_runs(base: str | Path | RunDir | LoadedRun, candidate: str | Path | RunDir | LoadedRun, *,
+                 metric: str = "success",
                  margin: float = 0.05, alpha: float = 0.05, allow_mismatch: bool = False,
                  max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
                  envs: Iterable[str] | None = None) -> Comparison:
-    """Judge ``candidate`` against ``base`` (run directories), per environment.
+    """Judge ``candidate`` against ``base`` (run directories, or runs read already by
+    :func:`~pytest_agentgym.compare.runs.load_run`: trend reads each run once), per environment.
 
     Raises :class:`CompareError` for a path that is not a readable run directory
     with results, a metric other than ``success``/``reward``, a margin outside
@@ -318,4 +320,4 @@ def compare_runs(base: str | Path | RunDir, candidate: str | Path | RunDir, *, m
     return Comparison(base=base_run.given, candidate=cand_run.given, base_run_id=base_run.info.run_id,
                       candidate_run_id=cand_run.info.run_id, metric=metric, margin=margin, alpha=alpha,
                       verdict=worst([e.verdict for e in environments.values()]),
-                      environments=environments, mismatches=tuple(mismatches))
+                      environments=environments, mismatches=tuple(mismatches), runs=(base_run, cand_run))

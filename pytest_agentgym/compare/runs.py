@@ -3,16 +3,25 @@
 Anything that is not a readable run directory with results (a path that does
 not exist, a file, an empty directory, no or a corrupt run.json, no episode)
 is a :class:`CompareError` naming the path, the problem and what to give instead.
+
+The records are kept without their turns
+(:func:`~pytest_agentgym.results.reading.record_without_turns`): a comparison reads a
+record's own fields only, and two 10,000-episode runs with their trajectories would hold
+hundreds of megabytes. The compare view reads the few trajectories it shows by key
+(:meth:`LoadedRun.whole`). A run read once can be compared many times (``trend``):
+:func:`load_run` passes a :class:`LoadedRun` through.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 from pytest_agentgym.compare.error import CompareError
-from pytest_agentgym.results.records import EpisodeRecord, RunInfo, current_records
+from pytest_agentgym.results.reading import read_record_at, record_without_turns
+from pytest_agentgym.results.records import EpisodeRecord, Key, RunInfo, current_records
 from pytest_agentgym.results.store import RunDir
 
 _GIVE = "give a run directory that holds run.json and episodes.jsonl (e.g. reports/<run_id>)"
@@ -24,8 +33,25 @@ class LoadedRun:
     given: str
     path: Path
     info: RunInfo
-    #: the newest generation of each (env, task, repeat): what the run counts
+    #: the newest generation of each (env, task, repeat): what the run counts, without turns
     records: tuple[EpisodeRecord, ...]
+    #: the byte offset in episodes.jsonl of each record's line, by (env, task, repeat)
+    offsets: Mapping[Key, int] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def episodes_file(self) -> Path:
+        return RunDir(self.path).episodes_file
+
+    def whole(self, key: Key) -> EpisodeRecord:
+        """The record of ``key`` with its turns, read again from episodes.jsonl. Raises
+        CompareError when the file cannot be read or changed since."""
+        try:
+            return read_record_at(self.episodes_file, self.offsets[key])
+        except KeyError:
+            raise CompareError(f"{self.given} holds no episode {key}") from None
+        except (OSError, ValueError) as exc:
+            raise CompareError(f"{self.episodes_file} cannot be read again ({exc}); compare the runs "
+                               f"again") from None
 
     @property
     def keys(self) -> set[tuple[str, int, int]]:
@@ -36,8 +62,11 @@ class LoadedRun:
         return self.info.versions.get("pytest-agentgym")
 
 
-def load_run(run: str | Path | RunDir, role: str) -> LoadedRun:
-    """Read the ``role`` run (``baseline`` or ``candidate``) for a comparison."""
+def load_run(run: str | Path | RunDir | LoadedRun, role: str) -> LoadedRun:
+    """Read the ``role`` run (``baseline`` or ``candidate``) for a comparison; a run read
+    already is returned as it is."""
+    if isinstance(run, LoadedRun):
+        return run
     run_dir = run if isinstance(run, RunDir) else RunDir(run)
     given = str(run.path if isinstance(run, RunDir) else run)
     path = run_dir.path
@@ -53,15 +82,19 @@ def load_run(run: str | Path | RunDir, role: str) -> LoadedRun:
         raise CompareError(f"{role} {given} has no episodes.jsonl: the run recorded no episode "
                            f"(status {info.status}); compare runs that played episodes")
     try:
-        records, skipped = run_dir.read_episodes_report()
+        found = run_dir.read(record_without_turns)
     except OSError as exc:
         raise CompareError(f"{role} {run_dir.episodes_file} cannot be read ({exc.strerror or exc}); "
                            f"make it readable or {_GIVE}") from None
+    records, skipped = found.records, found.skipped
     if not records:
         detail = f" ({len(skipped)} unreadable line(s) skipped, e.g. {skipped[0]})" if skipped else ""
         raise CompareError(f"{role} {run_dir.episodes_file} holds no readable episode{detail}; "
                            f"compare runs that played episodes")
-    return LoadedRun(given=given, path=path, info=info, records=tuple(current_records(records)))
+    current = tuple(current_records(records))
+    offset_of = {id(record): offset for record, offset in zip(records, found.offsets)}
+    return LoadedRun(given=given, path=path, info=info, records=current,
+                     offsets={record.key: offset_of[id(record)] for record in current})
 
 
 def _read_info(run_dir: RunDir, role: str) -> RunInfo:

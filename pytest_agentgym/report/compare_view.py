@@ -86,11 +86,12 @@ class CompareView:
 
 
 def build_view(comparison: Comparison, *, compress: bool | None = None) -> CompareView:
-    """The view of ``comparison``: both runs are read again (from the directories it
-    names) for the trajectories of the keys whose state changed."""
-    base_run, cand_run = load_run(comparison.base, "baseline"), load_run(comparison.candidate, "candidate")
-    base_by_key = {r.key: r for r in base_run.records}
-    cand_by_key = {r.key: r for r in cand_run.records}
+    """The view of ``comparison``: the runs it was judged on (read again from the directories
+    it names when it does not carry them), and the trajectories of the keys whose state
+    changed, read whole by key (the runs hold their records without turns)."""
+    base_run, cand_run = comparison.runs or (load_run(comparison.base, "baseline"),
+                                             load_run(comparison.candidate, "candidate"))
+    base_keys, cand_keys = base_run.keys, cand_run.keys
     envs, pairs, packed = [], {}, []
     for env, judged in comparison.environments.items():
         rows = []
@@ -101,7 +102,8 @@ def build_view(comparison: Comparison, *, compress: bool | None = None) -> Compa
             if not flip_grid.changed(flip):
                 continue
             key = (env, flip.task_index, flip.repeat)
-            base, cand = base_by_key.get(key), cand_by_key.get(key)
+            base = base_run.whole(key) if key in base_keys else None
+            cand = cand_run.whole(key) if key in cand_keys else None
             divergence = first_divergence(base.turns, cand.turns) if base and cand else None
             row = FlipRow(flip_grid.pair_id(env, flip), flip.task_index, flip.repeat, kind, flip.base,
                           flip.cand, flip.base_reward, flip.cand_reward,

@@ -25,10 +25,11 @@ from typing import Any, Sequence
 import orjson
 from markupsafe import Markup
 
-from pytest_agentgym.results.jsonl import SkippedLine, finite_json, json_utf8, parse_line
-from pytest_agentgym.results.reading import read_episodes_file
+# parse_fast: the results layer's line reader, also imported from here (report/index.py)
+from pytest_agentgym.results.jsonl import SkippedLine, finite_json, json_utf8, parse_fast  # noqa: F401
+from pytest_agentgym.results.reading import TURN_NAMES, TURN_REQUIRED, read_episodes_file, record_without_turns
 from pytest_agentgym.results.redact import redact_text
-from pytest_agentgym.results.records import Duplicate, EpisodeRecord, Turn, check_record_data
+from pytest_agentgym.results.records import Duplicate, EpisodeRecord, Turn
 
 #: Trajectory data (uncompressed JSON bytes) above which chunks are gzipped.
 COMPRESS_ABOVE = 2_000_000
@@ -46,8 +47,6 @@ _TURN_VALUES = operator.attrgetter(*TURN_FIELDS)
 _TURN_ITEMS = operator.itemgetter(*TURN_FIELDS)
 _OBSERVATION = TURN_FIELDS.index("observation")
 _TURN_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Turn) if f.default is not dataclasses.MISSING}
-_TURN_NAMES = frozenset(f.name for f in dataclasses.fields(Turn))
-_TURN_REQUIRED = _TURN_NAMES - set(_TURN_DEFAULTS)
 
 
 def escape_json_text(text: str) -> Markup:
@@ -84,7 +83,7 @@ def turn_rows(turns: Any) -> list[list[Any]]:
     order (see :func:`turn_values`). What the harness writes, every turn with every
     field, is taken in one pass in C; anything else turn by turn."""
     try:
-        if all(map(_TURN_NAMES.issuperset, turns)):  # no key that Turn does not have
+        if all(map(TURN_NAMES.issuperset, turns)):  # no key that Turn does not have
             return list(map(list, map(_TURN_ITEMS, turns)))
     except (KeyError, TypeError):
         pass  # a field left out (Turn's default), or not a turn at all
@@ -98,7 +97,7 @@ def turn_values(turn: dict[str, Any]) -> list[Any]:
     if not isinstance(turn, dict):
         raise TypeError(f"not a turn: {type(turn).__name__}")
     keys = turn.keys()
-    if not keys <= _TURN_NAMES or not _TURN_REQUIRED <= keys:
+    if not keys <= TURN_NAMES or not TURN_REQUIRED <= keys:
         raise TypeError(f"not a turn: keys {sorted(keys)}")
     return [turn[name] if name in turn else _TURN_DEFAULTS.get(name) for name in TURN_FIELDS]
 
@@ -282,19 +281,6 @@ class PackedRun:
         return PackedRun([r for r, _ in pairs], [s for _, s in pairs], self.packer, self.skipped, self.duplicates)
 
 
-def parse_fast(raw: bytes) -> Any:
-    """A line of episodes.jsonl read by orjson (about twice as fast as the standard
-    library); a line orjson refuses (NaN, a lone surrogate, not UTF-8, deep nesting) is read
-    by :func:`~pytest_agentgym.results.jsonl.parse_line`, which gives the usual answer or
-    error. One difference stays: orjson reads an integer beyond 64 bits as a float; no field
-    that makes a record may hold one either way (``check_record_data``), so both readers
-    take the same lines as records."""
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return parse_line(raw)
-
-
 def read_for_report(path: str | Path, compress: bool | None = None) -> PackedRun:
     """Read episodes.jsonl line by line through the readers' one function
     (:func:`pytest_agentgym.results.reading.read_episodes_file`: lines that are no record
@@ -304,12 +290,11 @@ def read_for_report(path: str | Path, compress: bool | None = None) -> PackedRun
     slot_of: dict[int, int] = {}  # id(record) -> slot (a duplicate, left out, leaves its slot unused)
 
     def convert(data: dict[str, Any]) -> EpisodeRecord:
-        check_record_data(data)  # first: a line that is no record is skipped, as every reader skips it
+        record = record_without_turns(data)  # first: a line that is no record is skipped, as every reader skips it
         turns = turn_rows(data.get("turns", ()))
-        record = EpisodeRecord.from_dict({**data, "turns": ()})
         slot_of[id(record)] = packer.add(record.env, trajectory_json(record, turns))
         return record
 
-    found = read_episodes_file(path, convert, parse=parse_fast)
+    found = read_episodes_file(path, convert)
     return PackedRun(found.records, [slot_of[id(r)] for r in found.records], packer, found.skipped,
                      found.duplicates)

@@ -13,6 +13,7 @@ and against the best run so far (the earlier run with the highest value of the
 metric; of equals, the latest). Each verdict comes from one comparison of two
 runs over the environments both hold (for the best so far: those that share
 that best run), Holm-adjusted across them, as ``pytest-agentgym compare`` does.
+Each run is read once (without its turns) and every comparison starts from what was read.
 
 Only the last run against the previous run decides the exit status
 (:meth:`Trend.exit_code`): one comparison, Holm across its environments, so an
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from pytest_agentgym.compare import METRICS, CompareError, Comparison, EnvComparison, compare_runs
-from pytest_agentgym.compare.runs import load_run
+from pytest_agentgym.compare.runs import LoadedRun, load_run
 from pytest_agentgym.report.trend_data import TrendEntry, TrendRun
 from pytest_agentgym.report.trend_table import trend_table
 from pytest_agentgym.results.aggregate import summarize
@@ -175,6 +176,13 @@ class Trend:
 
 def load_trend_runs(paths: Sequence[str | Path]) -> tuple[list[TrendRun], str, str]:
     """The runs in trend order, with the order's name and the reason for it."""
+    runs, order, note, _ = _load_runs(paths)
+    return runs, order, note
+
+
+def _load_runs(paths: Sequence[str | Path]) -> tuple[list[TrendRun], str, str, list[LoadedRun]]:
+    """:func:`load_trend_runs`, and each run as read (in the same order): every run is read
+    once, and compared from what was read."""
     if not paths:
         raise CompareError("give at least one run directory")
     seen: dict[Path, str] = {}
@@ -185,17 +193,19 @@ def load_trend_runs(paths: Sequence[str | Path]) -> tuple[list[TrendRun], str, s
         if where in seen:
             raise CompareError(f"run {given} is given twice (also as {seen[where]}); give each run once")
         seen[where] = str(given)
-        runs.append(TrendRun(str(given), loaded.path, loaded.info, summarize(loaded.records),
-                             checkpoint_step(loaded.info.checkpoint)))
-    stepless = [r for r in runs if r.step is None]
+        runs.append((TrendRun(str(given), loaded.path, loaded.info, summarize(loaded.records),
+                              checkpoint_step(loaded.info.checkpoint)), loaded))
+    stepless = [r for r, _ in runs if r.step is None]
     if not stepless:
-        runs.sort(key=lambda r: r.step)  # stable: equal steps keep the order given
-        return runs, "checkpoint step", "every checkpoint path ends in a number"
-    times = {id(r): _start_time(r.info, r.given) for r in runs}
-    runs.sort(key=lambda r: times[id(r)])
-    named = ", ".join(f"{r.run_id} ({r.info.checkpoint or 'no checkpoint'})" for r in stepless[:3])
-    more = f" and {len(stepless) - 3} more" if len(stepless) > 3 else ""
-    return runs, "start time", f"no step number in the checkpoint of {named}{more}"
+        runs.sort(key=lambda pair: pair[0].step)  # stable: equal steps keep the order given
+        order, note = "checkpoint step", "every checkpoint path ends in a number"
+    else:
+        times = {id(r): _start_time(r.info, r.given) for r, _ in runs}
+        runs.sort(key=lambda pair: times[id(pair[0])])
+        named = ", ".join(f"{r.run_id} ({r.info.checkpoint or 'no checkpoint'})" for r in stepless[:3])
+        more = f" and {len(stepless) - 3} more" if len(stepless) > 3 else ""
+        order, note = "start time", f"no step number in the checkpoint of {named}{more}"
+    return [r for r, _ in runs], order, note, [loaded for _, loaded in runs]
 
 
 def build_trend(paths: Sequence[str | Path], *, metric: str = "success", margin: float = 0.05,
@@ -211,13 +221,13 @@ def build_trend(paths: Sequence[str | Path], *, metric: str = "success", margin:
         inside = 0 < value < 1 if low_open else 0 <= value <= 1
         if not inside:
             raise CompareError(f"{name} must be a number in {'(0, 1)' if low_open else '[0, 1]'}, not {value!r}")
-    runs, order, note = load_trend_runs(paths)
+    runs, order, note, loaded = _load_runs(paths)
     cache: dict[tuple[int, int, tuple[str, ...]], Comparison] = {}
 
     def judged(base: int, cand: int, envs: Iterable[str]) -> Comparison:
         key = (base, cand, tuple(sorted(envs)))
         if key not in cache:
-            cache[key] = compare_runs(runs[base].path, runs[cand].path, metric=metric, margin=margin,
+            cache[key] = compare_runs(loaded[base], loaded[cand], metric=metric, margin=margin,
                                       alpha=alpha, allow_mismatch=allow_mismatch,
                                       max_error_rate=max_error_rate, envs=key[2])
         return cache[key]

@@ -20,6 +20,9 @@ entry naming each such field and its value, e.g.
 Reading (:func:`read_records`) skips a line that cannot be read and reports
 it as a :class:`SkippedLine` (file, line number, reason); a torn last line
 (no newline at the end, left by a writer killed mid-write) is reported as such.
+A line is parsed by :func:`parse_line` (the standard library) or, where speed counts,
+by :func:`parse_fast` (orjson, with parse_line for what orjson refuses): every reader of
+episodes.jsonl uses the second (:mod:`pytest_agentgym.results.reading`).
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, TypeVar
+
+import orjson
 
 try:
     import fcntl
@@ -222,6 +227,26 @@ def parse_line(raw: bytes) -> Any:
     return json.loads(raw.decode("utf-8"))
 
 
+def parse_fast(raw: bytes, fallback: Callable[[bytes], Any] = parse_line) -> Any:
+    """A line read by orjson (about twice as fast as the standard library); a line orjson
+    refuses (NaN, half a surrogate pair, not UTF-8, deep nesting, a byte order mark) is read
+    by ``fallback`` (:func:`parse_line`), which gives the usual answer or error. orjson reads
+    strict JSON only, so a line it read holds no NaN or Infinity.
+
+    One difference stays: orjson reads an integer beyond 64 bits as the nearest float. Both
+    readers take the same lines as records all the same (a whole-number field refuses either
+    form, :func:`~pytest_agentgym.results.records.check_record_data`; a number field takes
+    either); a reader that writes a line back (merge) looks for such a float."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return fallback(raw)
+
+
+#: Read buffer of :func:`read_numbered_from`: an episode's line is often longer than the default
+#: 8 KiB, and a line that spans buffers is put together from pieces (four times slower to read).
+READ_BUFFER = 1 << 16
+
 #: What a line that cannot be used raises while it is parsed or converted (RecursionError:
 #: JSON nested deeper than the parser goes).
 UNREADABLE = (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError, RecursionError)
@@ -249,7 +274,7 @@ def read_numbered_from(path: str | Path, convert: Callable[[Any], T], *, parse: 
     skipped: list[SkippedLine] = []
     offset, read = start
     try:
-        handle = path.open("rb")
+        handle = path.open("rb", buffering=READ_BUFFER)
     except FileNotFoundError:
         return values, skipped, start
     with handle:

@@ -15,26 +15,43 @@ and trend, merge, resume and the rollout service all read a run's records throug
   line numbers and whether the lines are the same bytes;
 * of the rest, each (env, task, repeat) counts once, in its newest generation
   (:func:`~pytest_agentgym.results.records.current_records`).
+
+Lines are parsed by :func:`~pytest_agentgym.results.jsonl.parse_fast` (orjson, the
+standard library for what orjson refuses); a line whose record is refused is read again
+by the standard library, so the reason given for it is the one that reader gives. A reader
+that needs no trajectory (compare, trend, merge, the report's index) converts with
+:func:`record_without_turns`: the same checks, the same lines kept, no Turn objects, and
+the byte offset of each line (``EpisodesFile.offsets``) to read one record whole later.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import functools
+import gc
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-from pytest_agentgym.results.jsonl import SkippedLine, parse_line, read_numbered
+from pytest_agentgym.results.jsonl import UNREADABLE, SkippedLine, parse_fast, parse_line, read_numbered
 from pytest_agentgym.results.records import (
     Duplicate,
     EpisodeRecord,
     Key,
     Records,
+    Turn,
     check_record_data,
     current_records,
 )
 
-__all__ = ["EpisodesFile", "read_episodes_file"]
+__all__ = ["EpisodesFile", "read_episodes_file", "read_record_at", "record_without_turns"]
+
+#: A turn's field names, and those without a default (what ``Turn(**turn)`` insists on).
+TURN_NAMES = frozenset(f.name for f in dataclasses.fields(Turn))
+TURN_REQUIRED = frozenset(f.name for f in dataclasses.fields(Turn)
+                          if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
 
 
 @dataclass
@@ -48,10 +65,10 @@ class EpisodesFile:
     records: Records
     #: the line number of each of ``records``
     lines: list[int] = field(default_factory=list)
-    #: the parsed JSON of each of ``records`` (only when asked for: ``keep_data``)
-    data: list[Any] = field(default_factory=list)
     skipped: list[SkippedLine] = field(default_factory=list)
     duplicates: list[Duplicate] = field(default_factory=list)
+    #: the byte offset of the line of each of ``records`` (:func:`read_record_at` reads it again)
+    offsets: list[int] = field(default_factory=list)
 
     @property
     def current(self) -> Records:
@@ -74,7 +91,12 @@ def strict(parse: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
     """``parse``, refusing a line that holds NaN or Infinity anywhere (strict JSON has no
     such number, and every writer of a run writes strict JSON): in a field the record check
     knows, with that field's message; elsewhere (a turn's token data) with a general one.
-    Only a line whose bytes hold those words pays for the second look."""
+    Only a line whose bytes hold those words pays for the second look; with
+    :func:`~pytest_agentgym.results.jsonl.parse_fast` only a line that orjson (which reads
+    strict JSON alone) refused and the standard library read."""
+    if parse is parse_fast:
+        return functools.partial(parse_fast, fallback=strict(parse_line))
+
     def read(raw: bytes) -> Any:
         data = parse(raw)
         if b"NaN" in raw or b"Infinity" in raw:
@@ -88,27 +110,51 @@ def strict(parse: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
     return read
 
 
+def record_without_turns(data: Any) -> EpisodeRecord:
+    """The record of a line's JSON without its turns: the line is taken or refused exactly as
+    ``EpisodeRecord.from_line`` takes or refuses it, with the same reason, but no Turn is made
+    (compare, trend and merge read only a record's own fields; ``rounds`` and the token counts
+    are among them). A line whose turns are not what Turn takes is built whole, so that it
+    fails as the whole record does."""
+    check_record_data(data)  # first: what every reader refuses, with its message
+    turns = data.get("turns") or ()
+    if not all(map(TURN_NAMES.issuperset, turns)) or not all(map(TURN_REQUIRED.issubset, turns)):
+        EpisodeRecord.from_line(data)  # raises Turn's own TypeError
+    # built as from_line builds it, the check above standing for from_dict's second one (a fifth
+    # of the time a light record costs)
+    return EpisodeRecord._build({**data, "turns": ()})
+
+
 def read_episodes_file(path: str | Path, convert: Callable[[Any], EpisodeRecord] = EpisodeRecord.from_line, *,
-                       parse: Callable[[bytes], Any] = parse_line, keep_data: bool = False) -> EpisodesFile:
+                       parse: Callable[[bytes], Any] = parse_fast) -> EpisodesFile:
     """Read the episode records of ``path`` (see the module docstring). ``convert`` makes a
     record of a line's JSON, with every check of ``check_record_data`` (the default,
-    ``EpisodeRecord.from_line``; the report's keeps the record without its turns); ``parse``
-    reads a line's bytes; ``keep_data`` keeps each record's JSON as read (merge writes it
-    back). A missing file holds no record."""
+    ``EpisodeRecord.from_line``; :func:`record_without_turns` keeps the record without its
+    turns); ``parse`` reads a line's bytes. A missing file holds no record."""
     path = Path(path)
+    line = [b""]  # the line being converted: read again by the standard library if refused
 
-    def both(data: Any) -> tuple[EpisodeRecord, Any]:
-        return convert(data), data if keep_data else None
+    def remember(raw: bytes) -> Any:
+        line[0] = raw
+        return read(raw)
 
-    parse = strict(parse)
+    def checked(data: Any) -> EpisodeRecord:
+        try:
+            return convert(data)
+        except UNREADABLE:
+            if parse is parse_line:
+                raise
+            return convert(again(line[0]))  # the standard library's reading says why (an integer beyond 64 bits)
 
-    numbered, skipped = read_numbered(path, both, parse=parse)
+    read, again = strict(parse), strict(parse_line)
+    with _no_cycle_collection():
+        numbered, skipped = read_numbered(path, checked, parse=remember)
     first: dict[tuple[Key, int], tuple[int, int]] = {}  # (key, generation) -> (line, offset)
     records: list[EpisodeRecord] = []
     lines: list[int] = []
-    data: list[Any] = []
+    offsets: list[int] = []
     duplicates: list[Duplicate] = []
-    for number, offset, (record, raw) in numbered:
+    for number, offset, record in numbered:
         seen = first.setdefault((record.key, record.generation), (number, offset))
         if seen[0] != number:
             duplicates.append(Duplicate(record.key, record.generation, number, seen[0], str(path),
@@ -116,10 +162,40 @@ def read_episodes_file(path: str | Path, convert: Callable[[Any], EpisodeRecord]
             continue
         records.append(record)
         lines.append(number)
-        if keep_data:
-            data.append(raw)
+        offsets.append(offset)
     kept = Records(records, duplicates=duplicates, skipped=skipped)
-    return EpisodesFile(path, kept, lines, data, skipped, duplicates)
+    return EpisodesFile(path, kept, lines, skipped, duplicates, offsets)
+
+
+@contextlib.contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """The cyclic garbage collector paused: a run's records are many small objects in no
+    cycle, and as they pile up the collector walks them again and again (a fifth of the
+    time of reading 10,000 records). It is switched on again afterwards only if it was on
+    before."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def read_record_at(path: str | Path, offset: int) -> EpisodeRecord:
+    """The whole record (turns included) of the line at byte ``offset`` of ``path``, as
+    :func:`read_episodes_file` read it (``EpisodesFile.offsets``): for a reader that kept
+    records without their turns and needs a few trajectories (compare's view of the
+    episodes that changed). Raises OSError when the file cannot be read, ValueError when
+    the line there is no longer the record (the file was changed since)."""
+    with Path(path).open("rb") as handle:
+        handle.seek(offset)
+        raw = handle.readline()
+    try:
+        return EpisodeRecord.from_line(strict(parse_fast)(raw))
+    except UNREADABLE as exc:
+        raise ValueError(f"{path}: the line at byte {offset} is no longer a record ({exc}); the file "
+                         f"changed since it was read") from None
 
 
 def _same_line(path: Path, one: int, other: int) -> bool | None:

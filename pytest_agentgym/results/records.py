@@ -253,7 +253,6 @@ MAX_NUMBER = 1e100
 
 _RECORD_FIELDS = tuple(f.name for f in dataclasses.fields(EpisodeRecord))
 _TURN_FIELDS = tuple(f.name for f in dataclasses.fields(Turn))
-_ERROR_FIELDS = tuple(f.name for f in dataclasses.fields(ErrorInfo))
 
 
 def _copied(value: Any) -> Any:

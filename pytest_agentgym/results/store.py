@@ -27,6 +27,7 @@ import os
 import tempfile
 import warnings
 from pathlib import Path
+from typing import Any, Callable
 
 from pytest_agentgym.results.conversation import PROMPTS_FILE, TOKENS_FILE, opening_line, tokens_line
 from pytest_agentgym.results.jsonl import (
@@ -121,12 +122,14 @@ class RunDir:
             append_line(self.path / TOKENS_FILE, tokens_line(record, tokens), then=self.resume_advice)
         append_line(self.episodes_file, redact_data(data), then=self.resume_advice)
 
-    def read(self) -> EpisodesFile:
+    def read(self, convert: Callable[[Any], EpisodeRecord] = EpisodeRecord.from_line) -> EpisodesFile:
         """episodes.jsonl as every reader reads it
         (:func:`~pytest_agentgym.results.reading.read_episodes_file`): the records, their line
         numbers, the skipped lines and the duplicates left out. Each skipped line and each
-        duplicate is warned about and kept in ``self.skipped`` and ``self.duplicates``."""
-        found = read_episodes_file(self.episodes_file)
+        duplicate is warned about and kept in ``self.skipped`` and ``self.duplicates``.
+        ``convert``: :func:`~pytest_agentgym.results.reading.record_without_turns` for a reader
+        that needs no trajectory."""
+        found = read_episodes_file(self.episodes_file, convert)
         self.skipped, self.duplicates = found.skipped, found.duplicates
         for problem in found.problems():
             warnings.warn(problem, stacklevel=3)

@@ -13,7 +13,8 @@ and said so: :func:`reading_notes`). Each problem is named (a missing shard with
 episodes and the command that runs it, overlapping shards with the episodes both hold, a
 setting with each shard's value, a repeated episode with both line numbers) in one
 :class:`MergeError`. The shards are read as every reader reads a run
-(:func:`pytest_agentgym.results.reading.read_episodes_file`).
+(:func:`pytest_agentgym.results.reading.read_episodes_file`), each record without its turns
+(the merge judges records' own fields; each line is copied from its shard byte for byte).
 
 Then ``--out`` gets an ordinary run directory: episodes.jsonl (every shard's lines once,
 superseded generations included), run.json (``merged_from`` lists the shards) and
@@ -39,7 +40,7 @@ from pytest_agentgym.run import shards
 from pytest_agentgym.config.tasks import describe_keys
 from pytest_agentgym.results.aggregate import summaries_record
 from pytest_agentgym.results.gates import GateVerdict
-from pytest_agentgym.results.reading import read_episodes_file
+from pytest_agentgym.results.reading import read_episodes_file, record_without_turns
 from pytest_agentgym.results.records import Duplicate, EpisodeRecord, Records, RunInfo, current_records
 from pytest_agentgym.results.store import RunDir
 
@@ -59,12 +60,12 @@ class ShardRun:
     info: RunInfo
     #: every line of its episodes.jsonl, superseded generations included, duplicates left out
     records: list[EpisodeRecord]
-    #: the same lines as read (written to the merged run as they are)
-    lines: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     #: lines of its episodes.jsonl that could not be read (torn or corrupt), as messages
     skipped: list[str] = dataclasses.field(default_factory=list)
     #: second records of one episode and generation in its episodes.jsonl (left out of ``records``)
     duplicates: list[Duplicate] = dataclasses.field(default_factory=list)
+    #: the byte offset of each of ``records``' line in its episodes.jsonl (copied from there)
+    offsets: list[int] = dataclasses.field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -107,8 +108,9 @@ def load(path: Path) -> ShardRun:
     if not info.shard:
         raise MergeError(f"{path} is not a shard: its run.json has no 'shard' (it was not run with "
                          f"--agentgym-shard); merge joins the shards of one sharded run")
-    found = read_episodes_file(run_dir.episodes_file, keep_data=True)
-    return ShardRun(path, info, found.records, found.data, [str(line) for line in found.skipped], found.duplicates)
+    found = read_episodes_file(run_dir.episodes_file, record_without_turns)
+    return ShardRun(path, info, found.records, [str(line) for line in found.skipped], found.duplicates,
+                    found.offsets)
 
 
 def _duplicates(runs: Sequence[ShardRun]) -> list[str]:
@@ -284,16 +286,24 @@ def _merged_info(runs: Sequence[ShardRun], current: Sequence[EpisodeRecord], bas
                           for r in runs))
 
 
-def _write_episodes(run_dir: RunDir, lines: Iterable[dict[str, Any]]) -> None:
-    """The shards' lines as they were read (already redacted when the shards wrote them), as the
-    harness writes a line: strict JSON, and half a surrogate pair (a reply cut inside an emoji)
-    as its ``\\ud83d`` escape, which has no UTF-8 form of its own."""
-    from pytest_agentgym.results.jsonl import encode_line
-
+def _write_episodes(run_dir: RunDir, lines: Iterable[tuple[Path, int]]) -> None:
+    """The shards' lines, each copied byte for byte from where it was read (``lines``: the
+    file and the byte offset of each, in the merged run's order). A shard's harness wrote
+    them as every line is written (strict JSON, redacted, half a surrogate pair as its
+    ``\\ud83d`` escape): nothing is decoded and encoded again, so the merged line is the
+    shard's, an integer beyond 64 bits included. A last line without its newline gets one."""
     tmp = run_dir.episodes_file.with_suffix(".jsonl.tmp")
-    with open(tmp, "wb") as handle:
-        for data in lines:
-            handle.write(encode_line(data))
+    sources: dict[Path, Any] = {}
+    try:
+        with open(tmp, "wb") as handle:
+            for source, offset in lines:
+                read = sources.get(source) or sources.setdefault(source, source.open("rb"))
+                read.seek(offset)
+                line = read.readline()
+                handle.write(line if line.endswith(b"\n") else line + b"\n")
+    finally:
+        for read in sources.values():
+            read.close()
     os.replace(tmp, run_dir.episodes_file)
 
 
@@ -372,7 +382,8 @@ def _merge_into(out: Path, runs: Sequence[ShardRun], baseline: str | None, repor
         raise MergeError(f"the baseline {baseline} is not here (no run.json); the shards were compared with it "
                          f"where they ran: give a copy with --baseline RUN_DIR")
     order = {env: i for i, env in enumerate(runs[0].info.shard["plans"])}  # as one run would list them
-    pairs = sorted(((r, line) for run in runs for r, line in zip(run.records, run.lines)),
+    pairs = sorted(((r, (run.path / "episodes.jsonl", offset)) for run in runs
+                    for r, offset in zip(run.records, run.offsets)),
                    key=lambda p: (order.get(p[0].env, len(order)), p[0].env, p[0].task_index, p[0].repeat,
                                   p[0].generation))
     current = current_records(Records((p[0] for p in pairs), duplicates=[d for r in runs for d in r.duplicates]))

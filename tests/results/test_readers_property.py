@@ -14,7 +14,10 @@ comparison against a clean run, a trend over both runs, the resume view
 What a line is, and what the run counts, is worked out here line by line from the
 standard library's reading of each line and ``EpisodeRecord.from_line``: a record counts
 when it is the first line of its (env, task, repeat, generation) and its generation is the
-newest of its (env, task, repeat).
+newest of its (env, task, repeat). The readers parse with orjson, which reads an integer
+beyond 64 bits as a float: records are compared with such an integer as that float
+(:func:`plain`), and compare's, trend's and the report's without their turns, which they
+do not keep.
 """
 
 from __future__ import annotations
@@ -184,17 +187,20 @@ def expected_of(text: bytes) -> Expected:
     return Expected(records, skipped, duplicates, current)
 
 
-def same(records) -> dict[tuple, Any]:
-    """Records by key, compared without their turns (the report keeps none), an integer
-    beyond 64 bits as the float that the report's parser (orjson) reads it as."""
-    def plain(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: plain(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [plain(v) for v in value]
-        return float(value) if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2**64 \
-            else value
-    return {r.key: plain(dataclasses.replace(r, turns=()).to_dict()) for r in records}
+def plain(value: Any) -> Any:
+    """``value`` with an integer beyond 64 bits as the float that orjson reads it as."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) and not -2**63 <= value < 2**64 \
+        else value
+
+
+def same(records, *, turns: bool = False) -> dict[tuple, Any]:
+    """Records by key as data (:func:`plain`), without their turns unless ``turns`` (compare,
+    trend and the report keep none)."""
+    return {r.key: plain((r if turns else dataclasses.replace(r, turns=())).to_dict()) for r in records}
 
 
 # -- the readers ----------------------------------------------------------------------------------
@@ -225,11 +231,11 @@ def check_run_dir(run: RunDir, expected: Expected) -> None:
     found = RunDir(run.path).read()
     assert [s.line for s in found.skipped] == expected.skipped
     assert {d.line: (d.kept_line, d.identical) for d in found.duplicates} == expected.duplicates
-    assert dict(zip(found.lines, map(repr, found.records))) == {
-        n: repr(r) for n, r in expected.records.items() if n not in expected.duplicates}
+    assert {n: plain(r.to_dict()) for n, r in zip(found.lines, found.records)} == {
+        n: plain(r.to_dict()) for n, r in expected.records.items() if n not in expected.duplicates}
     counted = current_records(found.records)
     assert len(counted) == len(expected.current)  # each episode once
-    assert {r.key: r for r in counted} == expected.counted
+    assert same(counted, turns=True) == same(expected.counted.values(), turns=True)
     assert len(counted.duplicates) == len(expected.duplicates)  # what run.json's counts say
 
 
@@ -251,7 +257,7 @@ def check_compare_and_trend(clean: Path, run: RunDir, expected: Expected) -> Non
             load_run(run.path, "candidate")
         return
     loaded = load_run(run.path, "candidate")
-    assert {r.key: r for r in loaded.records} == expected.counted and len(loaded.records) == len(expected.current)
+    assert same(loaded.records) == same(expected.counted.values()) and len(loaded.records) == len(expected.current)
     comparison = compare_runs(clean, run.path, allow_mismatch=True)
     for env, result in comparison.environments.items():
         mine = sum(1 for key in expected.current if key[0] == env)
@@ -263,7 +269,8 @@ def check_compare_and_trend(clean: Path, run: RunDir, expected: Expected) -> Non
 
 def check_resume(run: RunDir, expected: Expected) -> None:
     kept = RunLedger.resume(run.path).kept
-    assert kept == {key: r for key, r in expected.counted.items() if r.error is None}
+    assert same(kept.values(), turns=True) == same((r for r in expected.counted.values() if r.error is None),
+                                                   turns=True)
 
 
 def check_merge(run: RunDir, out: Path, expected: Expected) -> None:
@@ -284,7 +291,7 @@ def check_merge(run: RunDir, out: Path, expected: Expected) -> None:
     assert merged.info.counts["duplicates"] == len(expected.duplicates)
     again = RunDir(out).read()
     assert not again.duplicates and not again.skipped
-    assert {r.key: r for r in current_records(again.records)} == expected.counted
+    assert same(current_records(again.records), turns=True) == same(expected.counted.values(), turns=True)
 
 
 #: examples per run: 40 in the default tier; AGENTGYM_PROPERTY_EXAMPLES=2000 for a longer search
