@@ -1,8 +1,9 @@
 """Rollouts per second of the rollout service with a 200 ms model, n=8 x 16 ids.
 
-Starts, each as its own process on loopback: a small fixed-delay model (in this
-file: the reference agent's TextCraft policy behind the OpenAI chat API, every
-answer held for ``--delay-ms``), and ``pytest-agentgym rollout-server`` (node
+Starts, each as its own process on loopback: a small fixed-delay model
+(benchmarks/fake_model.py with the reference agent's policies, every answer held for
+``--delay-ms``; with ``--tokens``, the one in this file, which also sends token ids and
+logprobs), and ``pytest-agentgym rollout-server`` (node
 local, embedded TextCraft server) once per concurrency. After a warm-up batch
 (server start, client import) it posts ``{"env": "textcraft", "ids": [0..15],
 "n": 8, "max_round": 10, "sampling": {"temperature": 1.0}}`` ``--repeats`` times and prints per concurrency the
@@ -95,7 +96,7 @@ TOKENS = {"return_token_ids": True, "logprobs": True}
 
 def batch(service: ManagedServer, model_url: str, ids: list[int], n: int,
           env: str = "textcraft", tokens: bool = False, views: bool = False) -> tuple[float, list[dict]]:
-    body = {"env": env, "model": "fixed-delay", "base_url": model_url, "ids": ids, "n": n, "max_round": 10,
+    body = {"env": env, "model": "fixed-delay" if tokens else "fake", "base_url": model_url, "ids": ids, "n": n, "max_round": 10,
             "sampling": {"temperature": 1.0, **(TOKENS if tokens else {})}}
     started = time.perf_counter()
     answer = httpx.post(f"{service.url}/rollouts", json=body, timeout=600)
@@ -163,8 +164,13 @@ def main() -> None:
         return
     load = f"{os.getloadavg()[0]:.1f}"
     workdir = Path(tempfile.mkdtemp(prefix="bench-rollouts-"))
-    model = start("model", [sys.executable, str(HERE), "--serve-model", "{port}", "--delay-ms", str(args.delay_ms)],
-                  workdir)
+    if args.tokens:  # token ids and logprobs in vLLM's shapes: this file's model
+        model = start("model", [sys.executable, str(HERE), "--serve-model", "{port}", "--delay-ms",
+                                str(args.delay_ms)], workdir)
+    else:  # the plain asyncio model of the other benchmarks: its own CPU stays small at 512 in flight
+        model = start("model", [sys.executable, str(HERE.parent / "fake_model.py"), "--port", "{port}",
+                                "--delay-ms", str(args.delay_ms), "--policy", "reference",
+                                "--max-seconds", "3600"], workdir)
     after_tree = args.tree.resolve() if args.tree else None
     arms = [("after", after_tree)] if args.before is None else [("before", args.before.resolve()),
                                                                  ("after", after_tree)]

@@ -16,7 +16,13 @@ machine; each figure is the median of ``--repeats`` repeats, with its spread
 scaling             200 ms model, Maze, 5 rounds: episodes in flight vs ideal
                     (ideal = waves x rounds x 0.2 s; measured = the model's span
                     from first request to last answer). c8, c32 in one process
-                    (target c32 >= 0.9), 128 in flight as -n 4 x 32 (>= 0.8)
+                    (target c32 >= 0.9), 128 in flight as -n 4 x 32 (>= 0.8),
+                    c256 and c512 in one process, two waves each; 512 in flight
+                    with the Maze server on 2 processes (c512_r2:
+                    --agentgym-replicas=2) and over -n 2 as well (n2_c256_r2);
+                    the best of the three >= 0.85 (at512_best); and their failed
+                    attempts (episodes ended as errors plus attempts retried
+                    after an infrastructure error: 0)
 cpu_per_step        instant model, Maze, c8, 200 episodes (--quick: 100) at 2, 11
                     and 20 rounds: the pytest process's CPU per environment step
                     (marginal, target <= 1 ms), and rounds 11-20 against rounds
@@ -41,8 +47,22 @@ first_episode       `pytest suites/lightweight -x --agentgym-envs=Maze
 memory              instant model, Maze, 2 rounds, 5,000 episodes (--quick:
                     2,000): pytest-process growth per episode after the first
                     1,000 (slope of RSS over episodes, target <= 2 KB)
+rollouts            the rollout service, TextCraft, 200 ms model, 64 ids x n=8 per batch, at 128
+                    and 512 in flight, the environment on 1 and 2 server processes
+                    (rollout-server --replicas): rollouts/s, share of ideal, and 2 over 1
+                    replicas at the same concurrency (does the second core get used?)
 report              render report.html of a synthetic 10,000-episode run in a
                     fresh process: wall seconds and peak RSS (<= 2 s, <= 150 MB)
+server_cost         one embedded server process (Maze via lmrlgym, TextCraft, BabyAI),
+                    32 clients on loopback doing create, reset, step, observation
+                    (benchmarks/server_cost.py): the server's CPU per request, per
+                    route (<server>_<route>_us), and steps answered per second
+data                benchmarks/data_commands.py, fresh processes on synthetic runs
+                    (--quick: a fifth of the episodes): compare of two 10,000-
+                    episode runs (<= 1 s, <= 100 MB), trend over 5/10/20 runs of
+                    1,000 (20 runs <= 3 s; trend20_over_10 about 2: linear),
+                    merge of 10,000 and 30,000 in 4 shards, against orjson's
+                    decode of the same lines (merge_over_orjson <= 3)
 ==================  ===========================================================
 
 Everything is bounded (each pytest run has a time limit, the fake model exits on
@@ -73,6 +93,10 @@ RUN_LIMIT_S = 600
 TARGETS: dict[str, tuple[float, str]] = {
     "scaling.c32_of_ideal": (0.9, ">="),
     "scaling.in_flight_128_of_ideal": (0.8, ">="),
+    "scaling.at512_best_of_ideal": (0.85, ">="),
+    "scaling.c512_errors": (0, "<="),
+    "scaling.c512_r2_errors": (0, "<="),
+    "scaling.n2_c256_r2_errors": (0, "<="),
     "cpu_per_step.ms_per_step": (1.0, "<="),
     "step_cost.late_over_early": (1.2, "<="),
     "agentgym.speedup": (2.0, ">="),
@@ -82,6 +106,10 @@ TARGETS: dict[str, tuple[float, str]] = {
     "memory.kb_per_episode": (2.0, "<="),
     "report.wall_s": (2.0, "<="),
     "report.peak_mb": (150.0, "<="),
+    "data.compare_s": (1.0, "<="),
+    "data.compare_mb": (100.0, "<="),
+    "data.trend20_s": (3.0, "<="),
+    "data.merge_over_orjson": (3.0, "<="),
 }
 
 
@@ -157,12 +185,23 @@ def maze_args(model: FakeModel, rounds: int, concurrency: int, repeat: int) -> l
 def bench_scaling(tree: Path, work: Path, quick: bool) -> dict[str, float]:
     figures = {}
     rounds, delay = 5, 0.2
+    # 512 in flight beyond one process: the Maze server on 2 processes, and -n 2 on top
+    # (a tree without --agentgym-replicas measures neither)
+    options = tree / "pytest_agentgym" / "config" / "options.py"
+    replicated = options.is_file() and 'Option("replicas"' in options.read_text()
+    settings = [("c8", 8, 0, 1), ("c32", 32, 0, 1), ("in_flight_128", 32, 4, 1), ("c256", 256, 0, 1),
+                ("c512", 512, 0, 1)]
+    if replicated:
+        settings += [("c512_r2", 512, 0, 2), ("n2_c256_r2", 256, 2, 2)]
     with FakeModel(delay * 1000) as model:
-        for name, concurrency, workers in (("c8", 8, 0), ("c32", 32, 0), ("in_flight_128", 32, 4)):
+        for name, concurrency, workers, replicas in settings:
             in_flight = concurrency * max(1, workers)
-            episodes = 4 * in_flight if not quick else 2 * in_flight
+            # two waves at least; the large ones two only (1,024 episodes at c512)
+            waves = 2 if quick or in_flight > 128 else 4
+            episodes = waves * in_flight
             args = maze_args(model, rounds, concurrency, -(-episodes // 25))
             args += [f"--agentgym-tasks=0-{min(24, episodes - 1)}"] + (["-n", str(workers)] if workers else [])
+            args += [f"--agentgym-replicas={replicas}"] if replicas > 1 else []
             model.stats(reset=True)
             run = pytest_run(tree, args, work=work)
             stats = model.stats()
@@ -171,7 +210,16 @@ def bench_scaling(tree: Path, work: Path, quick: bool) -> dict[str, float]:
             span = (stats["last"] - stats["first"]) if stats["count"] else float("inf")
             figures[f"{name}_of_ideal"] = ideal / span
             figures[f"{name}_episodes_per_s"] = played / span
+            if in_flight > 128:  # every failed attempt: a step (or reset) the harness lost
+                figures[f"{name}_errors"] = failed_attempts(run["records"])
+    at512 = [figures[f"{name}_of_ideal"] for name in ("c512", "c512_r2", "n2_c256_r2") if f"{name}_of_ideal" in figures]
+    figures["at512_best_of_ideal"] = max(at512)  # 512 in flight, with replicas where one process cannot
     return figures
+
+
+def failed_attempts(records: list[dict[str, Any]]) -> int:
+    """Episodes that ended as errors plus the attempts retried after an infrastructure error."""
+    return sum(len(r.get("retried") or ()) + (r.get("error") is not None) for r in records)
 
 
 def bench_cpu_per_step(tree: Path, work: Path, quick: bool) -> dict[str, float]:
@@ -272,6 +320,41 @@ _RENDER = ("import re, sys, time; t = time.perf_counter(); "
            "print(time.perf_counter() - t, hwm)")
 
 
+def bench_rollouts(tree: Path, work: Path, quick: bool) -> dict[str, float]:
+    """The rollout service (benchmarks/rollouts.py) at 128 and 512 in flight, TextCraft, 200 ms
+    model, 64 ids x n=8 per batch (--quick: 32), with the environment on 1 and 2 server
+    processes (a tree without --replicas: 1 only); one batch per setting per call."""
+    out = work / f"rollouts-{tree.name}-{time.monotonic_ns()}.json"
+    replicas = ["1", "2"] if "--replicas" in (tree / "pytest_agentgym" / "cli" / "__init__.py").read_text() else ["1"]
+    command = [sys.executable, str(HERE / "rollouts.py"), "--tree", str(tree), "--concurrency", "128", "512",
+               "--replicas", *replicas, "--ids", "32" if quick else "64", "--repeats", "1", "--json-out", str(out)]
+    done = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=RUN_LIMIT_S,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    if done.returncode != 0:
+        raise RuntimeError(f"rollouts.py exit {done.returncode}: {(done.stdout + done.stderr)[-600:]}")
+    samples = json.loads(out.read_text())["samples"]
+    figures: dict[str, float] = {}
+    for key, rows in samples.items():  # key: c128 (one replica count given) or c128-r2
+        name = key if "-r" in key else f"{key}-r1"
+        figures[f"{name.replace('-', '_')}_per_s"] = rows[0][0]
+        figures[f"{name.replace('-', '_')}_of_ideal"] = rows[0][1]
+    for c in ("c128", "c512"):
+        if f"{c}_r2_per_s" in figures:
+            figures[f"{c}_r2_over_r1"] = figures[f"{c}_r2_per_s"] / figures[f"{c}_r1_per_s"]
+    return figures
+
+
+def bench_server_cost(tree: Path, work: Path, quick: bool) -> dict[str, float]:
+    """benchmarks/server_cost.py on ``tree``'s servers, one sample (run_all repeats and interleaves)."""
+    done = subprocess.run([sys.executable, str(HERE / "server_cost.py"), "--tree", str(tree), "--repeats", "1",
+                           "--requests", "800" if quick else "1600", "--json"],
+                          cwd=work, capture_output=True, text=True, timeout=RUN_LIMIT_S)
+    if done.returncode != 0:
+        raise RuntimeError(f"server_cost.py exit {done.returncode}: {(done.stdout + done.stderr)[-600:]}")
+    medians = json.loads(done.stdout.strip().splitlines()[-1])["after"]
+    return {key: value for key, value in medians.items() if key.endswith("_us") or key.endswith("step_rps")}
+
+
 def bench_report(tree: Path, work: Path, quick: bool, *, synthetic: Path) -> dict[str, float]:
     done = subprocess.run([sys.executable, "-c", _RENDER, str(synthetic)], cwd=tree, capture_output=True,
                           text=True, timeout=RUN_LIMIT_S, env={**os.environ, "PYTHONPATH": str(tree)})
@@ -279,6 +362,13 @@ def bench_report(tree: Path, work: Path, quick: bool, *, synthetic: Path) -> dic
         raise RuntimeError(done.stderr[-2000:])
     wall, max_kb = done.stdout.split()
     return {"wall_s": float(wall), "peak_mb": int(max_kb) / 1024}
+
+
+def bench_data(tree: Path, work: Path, quick: bool, *, runs: dict[str, Any]) -> dict[str, float]:
+    """compare, trend and merge on the synthetic runs made once (benchmarks/data_commands.py)."""
+    import data_commands
+
+    return data_commands.measure(tree, work, runs)
 
 
 # -------------------------------------------------------------------------- the table
@@ -325,7 +415,8 @@ def main() -> None:
     benches: dict[str, Callable[..., dict[str, float]]] = {
         "scaling": bench_scaling, "cpu_per_step": bench_cpu_per_step, "step_cost": bench_step_cost,
         "agentgym": bench_agentgym,
-        "first_episode": bench_first_episode, "memory": bench_memory, "report": bench_report}
+        "first_episode": bench_first_episode, "memory": bench_memory, "report": bench_report,
+        "rollouts": bench_rollouts, "server_cost": bench_server_cost, "data": bench_data}
     chosen = args.only.split(",") if args.only else list(benches)
     unknown = set(chosen) - set(benches)
     if unknown:
@@ -350,6 +441,10 @@ def main() -> None:
         if "report" in chosen:
             extra["report"] = {"synthetic": _synthetic_run(trees.get("before", REPO), work / "synthetic",
                                                            1000 if args.quick else 10_000)}
+        if "data" in chosen:
+            import data_commands
+
+            extra["data"] = {"runs": data_commands.make_runs(trees.get("before", REPO), work / "data", args.quick)}
         for repeat in range(args.repeats):
             for name in chosen:
                 for label, tree in trees.items():

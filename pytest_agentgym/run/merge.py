@@ -382,7 +382,8 @@ def _merge_into(out: Path, runs: Sequence[ShardRun], baseline: str | None, repor
         raise MergeError(f"the baseline {baseline} is not here (no run.json); the shards were compared with it "
                          f"where they ran: give a copy with --baseline RUN_DIR")
     order = {env: i for i, env in enumerate(runs[0].info.shard["plans"])}  # as one run would list them
-    pairs = sorted(((r, (run.path / "episodes.jsonl", offset)) for run in runs
+    files = {id(run): RunDir(run.path).episodes_file for run in runs}  # one path each, not one per line
+    pairs = sorted(((r, (files[id(run)], offset)) for run in runs
                     for r, offset in zip(run.records, run.offsets)),
                    key=lambda p: (order.get(p[0].env, len(order)), p[0].env, p[0].task_index, p[0].repeat,
                                   p[0].generation))
