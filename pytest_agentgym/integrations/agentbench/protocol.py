@@ -103,7 +103,7 @@ class AgentBenchClient(EnvClient):
         params = {"name": self.task} if self.target == "controller" else None
         body = await self._call("GET", "/get_indices", params=params)
         if not isinstance(body, list):
-            raise self._bad("/get_indices", f"expected a JSON list of indices, got {body!r:.200}")
+            raise self.bad_answer("/get_indices", f"expected a JSON list of indices, got {body!r:.200}")
         return body
 
     async def start_sample(self, index: int) -> tuple[int, dict[str, Any]]:
@@ -177,11 +177,11 @@ class AgentBenchClient(EnvClient):
         sid = answer.get("session_id") if isinstance(answer, dict) else None
         if not (isinstance(sid, int) and not isinstance(sid, bool) and isinstance(output, dict)
                 and isinstance(output.get("status"), str)):
-            raise self._bad(endpoint, 'expected {"session_id": <int>, "output": {"status", '
+            raise self.bad_answer(endpoint, 'expected {"session_id": <int>, "output": {"status", '
                                       f'"history", ...}}}}, got {answer!r:.200}', session_id)
         status = output["status"]
         if status != RUNNING and status not in FINISHED:
-            raise self._bad(endpoint, f"unknown sample status {status!r}; AgentBench's are "
+            raise self.bad_answer(endpoint, f"unknown sample status {status!r}; AgentBench's are "
                                       f"{', '.join([RUNNING, *FINISHED])}", sid)
         return sid, output
 
