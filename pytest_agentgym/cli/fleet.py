@@ -39,7 +39,7 @@ _HOME_AND_CLEAR = "\x1b[H\x1b[2J"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from pytest_agentgym.queue.fleet_view import GONE_FACTOR, STALE_INTERVALS
+    from pytest_agentgym.queue.liveness import GONE_FACTOR, STALE_INTERVALS
 
     fleet = sub.add_parser(
         "fleet", help="the workers of a work queue, live: load, episodes played, last heartbeat, runs",

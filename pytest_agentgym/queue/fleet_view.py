@@ -29,14 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_agentgym.queue.liveness import DEFAULT_INTERVAL_S, GONE_FACTOR, STALE_INTERVALS
 from pytest_agentgym.queue.wire import Heartbeat
 
-#: The worker's default ``--heartbeat``: assumed for a heartbeat that does not say its interval.
-DEFAULT_INTERVAL_S = 10.0
-#: A worker is stale after this many of its heartbeat intervals without one.
-STALE_INTERVALS = 3.0
-#: ... and gone after this many times its stale limit.
-GONE_FACTOR = 3.0
 #: How many run ids a row names before it says "+N".
 RUNS_SHOWN = 2
 
