@@ -494,9 +494,10 @@ def _trend(args: argparse.Namespace) -> int:
     reports = Path(args.reports)
     try:
         runs = [resolve_run_dir(run, reports) for run in args.runs]
-        trend = build_trend(
-            runs, metric=args.metric, margin=args.margin, alpha=args.alpha, allow_mismatch=args.allow_mismatch,
-            max_error_rate=DEFAULT_MAX_ERROR_RATE if args.max_error_rate is None else args.max_error_rate)
+        with _reader_warnings("trend"):  # each run's skipped lines once, as compare says them
+            trend = build_trend(
+                runs, metric=args.metric, margin=args.margin, alpha=args.alpha, allow_mismatch=args.allow_mismatch,
+                max_error_rate=DEFAULT_MAX_ERROR_RATE if args.max_error_rate is None else args.max_error_rate)
     except (LedgerError, CompareError) as exc:
         print(f"pytest-agentgym trend: {exc}", file=sys.stderr)
         return 2

@@ -113,6 +113,15 @@ def test_compare_pairs_each_episode_once_from_its_first_record(doubled):
     assert ":7: skipped a duplicate" in result.stderr
 
 
+def test_trend_says_each_left_out_line_once_as_a_warning_of_its_own(doubled):
+    root, copy, repeated = doubled
+    result = agentgym(root, "trend", "--allow-mismatch", "reports/clean", str(copy))
+    assert result.returncode in (0, 1), result.stdout + result.stderr
+    said = f"trend: warning: {copy / 'episodes.jsonl'}:8: skipped a duplicate of {_named(repeated[8])}"
+    assert result.stderr.count(said) == 1, result.stderr
+    assert "UserWarning" not in result.stderr  # not Python's own warning format
+
+
 def test_a_resumed_run_keeps_each_episode_once_and_counts_the_duplicates(doubled):
     root, copy, _ = doubled
     result = pytest_run(root, f"--agentgym-resume={copy}", "--agentgym-no-nats")
