@@ -168,7 +168,11 @@ async def _play(
     attempt: _Attempt,
     deadline: float,
 ) -> StopReason:
-    opening = await adapter.open(client, request.task_index)
+    try:
+        opening = await adapter.open(client, request.task_index)
+    except BaseException:
+        client.abandon_open()  # a client over replicas counts a create that never opened off its load
+        raise
     attempt.opening = tuple(opening.messages[:-1])
     try:
         messages: list[dict[str, str]] = list(opening.messages)

@@ -255,6 +255,10 @@ class EnvClient:
         """The engine is done with the episode on ``env_id``. Nothing to do with one server;
         a client over replicas (envs/replicas.py) counts it off its replica's load."""
 
+    def abandon_open(self) -> None:
+        """The episode being opened failed after its create, before the engine got its env id.
+        Nothing to do with one server (see envs/replicas.py)."""
+
     def bad_answer(self, endpoint: str, message: str, env_id: int | None = None) -> EnvBadResponse:
         """The :class:`EnvBadResponse` for an answer of ``endpoint`` that cannot be read,
         naming this server and ``env_id``."""

@@ -18,6 +18,7 @@ operations, and under them one plain client per replica.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Sequence
 
 from pytest_agentgym.envs.protocol import EnvBadResponse, EnvClient, EnvUnreachable
@@ -41,6 +42,8 @@ class ReplicatedClient:
         #: per replica: episodes created on it and not yet released
         self.live = [0] * len(self.replicas)
         self._turn = 0
+        #: the episode being opened by each asyncio task: created, not yet handed to the engine
+        self._opening: dict[Any, int] = {}
 
     @property
     def id_key(self) -> str:
@@ -72,13 +75,23 @@ class ReplicatedClient:
                 continue
             self.live[index] += 1
             self.last_create = replica.last_create
-            return real_id * len(self.replicas) + index
+            handle = real_id * len(self.replicas) + index
+            self._opening[asyncio.current_task()] = handle
+            return handle
         assert unreachable is not None
         raise unreachable
 
     def release(self, env_id: int) -> None:
+        self._opening.pop(asyncio.current_task(), None)
         index = self.replica_of(env_id)
         self.live[index] = max(0, self.live[index] - 1)
+
+    def abandon_open(self) -> None:
+        """The episode this task was opening failed before the engine got its env id (its
+        reset failed after the create): count it off its replica all the same."""
+        handle = self._opening.pop(asyncio.current_task(), None)
+        if handle is not None:
+            self.release(handle)
 
     async def reset(self, env_id: int, payload: dict[str, Any]) -> Any:
         replica, real_id = self._replica(env_id)

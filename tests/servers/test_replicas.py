@@ -322,3 +322,33 @@ def test_envs_status_probes_every_server_of_a_url_list(tmp_path):
         assert check(alive, "127.0.0.1", 2.0).health == "up"
     finally:
         server.stop()
+
+
+def test_an_episode_whose_reset_fails_after_its_create_is_counted_off_its_replica(tmp_path):
+    """Maze's game 25 is the goal cell, whose reset errors: the create succeeded on a replica,
+    the opening failed; the replica's load goes back to 0 all the same."""
+    from helpers.model_faults import FakeEndpoint, ok
+    from pytest_agentgym.engine.episode import EpisodeLimits, EpisodeRequest, run_episode
+    from pytest_agentgym.engine.model import ModelAdapter
+    from pytest_agentgym.model.call_settings import Sampling
+    from pytest_agentgym.model.client import EndpointClient
+
+    spec = SPECS["Maze"]
+    with maze_pool(tmp_path, 2) as pool, FakeEndpoint(script=[ok("Action: move up")]) as fake:
+        client = client_over(pool)
+
+        async def play() -> tuple[list, list[int]]:
+            chat = ModelAdapter(EndpointClient(fake.base_url, "fake-model", request_timeout=30), Sampling())
+            records = []
+            for task in (25, 0):
+                request = EpisodeRequest(run_id="r", spec=spec, task_index=task, repeat=0,
+                                         limits=EpisodeLimits(max_rounds=2, timeout_s=60, retries=0))
+                records.append(await run_episode(request, adapter_class("Maze")(), client, chat))
+            await chat.aclose()
+            await client.aclose()
+            return records, list(client.live)
+
+        records, live = asyncio.run(play())
+    assert records[0].error is not None and records[0].error.where == "env"  # the reset of game 25
+    assert records[1].error is None
+    assert live == [0, 0]
