@@ -300,14 +300,9 @@ class EpisodeTally:
         self.skipped = 0
 
     def update(self) -> "EpisodeTally":
-        from pytest_agentgym.report.payload import parse_fast
-        from pytest_agentgym.results.jsonl import read_numbered_from
-        from pytest_agentgym.results.reading import strict  # the readers' refusal of NaN and Infinity, as is
-        from pytest_agentgym.results.records import EpisodeRecord, check_record_data
-
-        def light(data: Any) -> EpisodeRecord:
-            check_record_data(data)
-            return EpisodeRecord.from_dict({**data, "turns": ()})
+        from pytest_agentgym.results.jsonl import parse_fast, read_numbered_from
+        # the readers' refusal of NaN and Infinity, and their record without turns, as they are
+        from pytest_agentgym.results.reading import record_without_turns, strict
 
         try:
             stat = os.stat(self.path)
@@ -317,7 +312,7 @@ class EpisodeTally:
             self._inode, self._start, self._records, self.skipped = (stat.st_ino if stat else None), (0, 0), [], 0
         if stat is None:
             return self
-        values, skipped, self._start = read_numbered_from(self.path, light, parse=strict(parse_fast),
+        values, skipped, self._start = read_numbered_from(self.path, record_without_turns, parse=strict(parse_fast),
                                                           start=self._start, whole_lines=True)
         self.skipped += len(skipped)
         self._records.extend(record for _, _, record in values)

@@ -25,11 +25,10 @@ from typing import Any, Sequence
 import orjson
 from markupsafe import Markup
 
-# parse_fast: the results layer's line reader, also imported from here (report/index.py)
-from pytest_agentgym.results.jsonl import SkippedLine, finite_json, json_utf8, parse_fast  # noqa: F401
-from pytest_agentgym.results.reading import TURN_NAMES, TURN_REQUIRED, read_episodes_file, record_without_turns
+from pytest_agentgym.results.jsonl import SkippedLine, finite_json, json_utf8
+from pytest_agentgym.results.reading import read_episodes_file, record_without_turns
 from pytest_agentgym.results.redact import redact_text
-from pytest_agentgym.results.records import Duplicate, EpisodeRecord, Turn
+from pytest_agentgym.results.records import TURN_NAMES, TURN_REQUIRED, Duplicate, EpisodeRecord, Turn
 
 #: Trajectory data (uncompressed JSON bytes) above which chunks are gzipped.
 COMPRESS_ABOVE = 2_000_000

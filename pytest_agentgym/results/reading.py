@@ -27,7 +27,6 @@ the byte offset of each line (``EpisodesFile.offsets``) to read one record whole
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import gc
 import json
@@ -37,21 +36,18 @@ from typing import Any, Callable, Iterator
 
 from pytest_agentgym.results.jsonl import UNREADABLE, SkippedLine, parse_fast, parse_line, read_numbered
 from pytest_agentgym.results.records import (
+    TURN_NAMES,
+    TURN_REQUIRED,
     Duplicate,
     EpisodeRecord,
     Key,
     Records,
-    Turn,
     check_record_data,
     current_records,
 )
 
 __all__ = ["EpisodesFile", "read_episodes_file", "read_record_at", "record_without_turns"]
 
-#: A turn's field names, and those without a default (what ``Turn(**turn)`` insists on).
-TURN_NAMES = frozenset(f.name for f in dataclasses.fields(Turn))
-TURN_REQUIRED = frozenset(f.name for f in dataclasses.fields(Turn)
-                          if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
 
 
 @dataclass

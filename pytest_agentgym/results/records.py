@@ -253,6 +253,10 @@ MAX_NUMBER = 1e100
 
 _RECORD_FIELDS = tuple(f.name for f in dataclasses.fields(EpisodeRecord))
 _TURN_FIELDS = tuple(f.name for f in dataclasses.fields(Turn))
+#: A turn's field names, and those without a default (what ``Turn(**turn)`` insists on).
+TURN_NAMES = frozenset(_TURN_FIELDS)
+TURN_REQUIRED = frozenset(f.name for f in dataclasses.fields(Turn)
+                          if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
 
 
 def _copied(value: Any) -> Any:

@@ -61,6 +61,8 @@ NOT_RECORDS = {
                             "'turns[0].reply' must be a string, got a number 5"),
     "turn reward NaN": (_field("turns", [{**make_episode("Maze", 9).to_dict()["turns"][0], "reward": float("nan")}]),
                         "'turns[0].reward' must be a finite number or null, got NaN"),
+    "turn with a key Turn has not": (_field("turns", [{**make_episode("Maze", 9).to_dict()["turns"][0], "mood": 1}]),
+                                     "unexpected keyword argument 'mood'"),
     "nested too deep": (b"[" * 200_000 + b"]" * 200_000 + b"\n", "JSON nested too deeply to read"),
 }
 
@@ -95,6 +97,11 @@ def test_every_reader_skips_a_line_that_is_no_record(tmp_path, case):
 
     ledger = RunLedger.resume(run.path)  # resume keeps the scored episodes
     assert sorted(key[1] for key in ledger.kept) == [0, 1, 2]
+
+    from pytest_agentgym.report.index import EpisodeTally
+
+    tally = EpisodeTally(run.episodes_file).update()  # the runs index's live tally
+    assert tally.figures()[2] == 3 and tally.skipped == 1
 
 
 @pytest.mark.parametrize("case", list(NOT_RECORDS))
