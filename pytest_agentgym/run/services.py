@@ -186,12 +186,11 @@ class RunResources:
         for name in names:
             if name not in self.env_urls and name not in self.env_errors:
                 try:
-                    servers = self._pool.start_replicas(name)
+                    self.env_urls[name] = self._pool.urls(name)  # every replica started (or attached)
                 except (ServerError, OSError) as exc:
                     self.env_errors[name] = ErrorInfo.from_exception(exc, "env")
                     continue
-                self.env_urls[name] = tuple(server.url for server in servers)
-                self.server_identities[name] = self._identity(name, servers[0])
+                self.server_identities[name] = self._identity(name, self._pool.start(name))
 
     def _server_pool(self) -> Any:
         if self._pool is None:
