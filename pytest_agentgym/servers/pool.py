@@ -310,7 +310,9 @@ class ServerPool:
                 if server.attached:
                     return server.restart()  # refuses, saying why
             in_parallel([server.stop for server in servers])
-            return [self._start_with_backoff(self._spec(env), server) for server in servers][0]
+            for server in servers:
+                self._start_with_backoff(self._spec(env), server)
+            return servers[0]
 
     def stop_all(self) -> None:
         with self._lock:
