@@ -294,6 +294,6 @@ def read_for_report(path: str | Path, compress: bool | None = None) -> PackedRun
         slot_of[id(record)] = packer.add(record.env, trajectory_json(record, turns))
         return record
 
-    found = read_episodes_file(path, convert)
+    found = read_episodes_file(path, convert, keep_index=True)  # leaves the light index for compare, trend, merge
     return PackedRun(found.records, [slot_of[id(r)] for r in found.records], packer, found.skipped,
                      found.duplicates)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from pytest_agentgym.results import light_index
 from pytest_agentgym.results.jsonl import UNREADABLE, SkippedLine, parse_fast, parse_line, read_numbered
 from pytest_agentgym.results.records import (
     TURN_NAMES,
@@ -122,12 +123,23 @@ def record_without_turns(data: Any) -> EpisodeRecord:
 
 
 def read_episodes_file(path: str | Path, convert: Callable[[Any], EpisodeRecord] = EpisodeRecord.from_line, *,
-                       parse: Callable[[bytes], Any] = parse_fast) -> EpisodesFile:
+                       parse: Callable[[bytes], Any] = parse_fast, keep_index: bool = False) -> EpisodesFile:
     """Read the episode records of ``path`` (see the module docstring). ``convert`` makes a
     record of a line's JSON, with every check of ``check_record_data`` (the default,
     ``EpisodeRecord.from_line``; :func:`record_without_turns` keeps the record without its
-    turns); ``parse`` reads a line's bytes. A missing file holds no record."""
+    turns, and is answered from the file's light index when it has one that describes it as
+    it is: :mod:`~pytest_agentgym.results.light_index`); ``parse`` reads a line's bytes.
+    ``keep_index``: write that index from this reading (the report's, which reads every line
+    whole anyway). A missing file holds no record."""
     path = Path(path)
+    if convert is record_without_turns and parse is parse_fast:
+        with _no_cycle_collection():
+            indexed = light_index.load(path)
+        if indexed is not None:
+            return EpisodesFile(path, Records(indexed.records, duplicates=indexed.duplicates, skipped=indexed.skipped),
+                                indexed.lines, indexed.skipped, indexed.duplicates, indexed.offsets)
+    made_from = light_index.stamp(path) if keep_index else None
+    light: dict[int, dict[str, Any]] = {}  # id(record) -> its line's JSON without turns, for the index
     line = [b""]  # the line being converted: read again by the standard library if refused
 
     def remember(raw: bytes) -> Any:
@@ -136,11 +148,15 @@ def read_episodes_file(path: str | Path, convert: Callable[[Any], EpisodeRecord]
 
     def checked(data: Any) -> EpisodeRecord:
         try:
-            return convert(data)
+            record = convert(data)
         except UNREADABLE:
             if parse is parse_line:
                 raise
-            return convert(again(line[0]))  # the standard library's reading says why (an integer beyond 64 bits)
+            data = again(line[0])  # the standard library's reading says why (an integer beyond 64 bits)
+            record = convert(data)
+        if made_from is not None:
+            light[id(record)] = {name: value for name, value in data.items() if name != "turns"}
+        return record
 
     read, again = strict(parse), strict(parse_line)
     with _no_cycle_collection():
@@ -160,7 +176,11 @@ def read_episodes_file(path: str | Path, convert: Callable[[Any], EpisodeRecord]
         lines.append(number)
         offsets.append(offset)
     kept = Records(records, duplicates=duplicates, skipped=skipped)
-    return EpisodesFile(path, kept, lines, skipped, duplicates, offsets)
+    found = EpisodesFile(path, kept, lines, skipped, duplicates, offsets)
+    if made_from is not None:
+        light_index.save(path, made_from, light_index.Indexed(records, lines, offsets, skipped, duplicates),
+                         [light[id(record)] for record in records])
+    return found
 
 
 @contextlib.contextmanager

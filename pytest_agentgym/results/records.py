@@ -609,16 +609,16 @@ def current_records(records: Iterable[EpisodeRecord]) -> Records:
     file with their line numbers first, and those are passed on too.
     """
     given = records if isinstance(records, list) else list(records)
+    keys = [(record.env, record.task_index, record.repeat) for record in given]  # (record.key, made once)
     newest: dict[Key, int] = {}
-    for record in given:
-        generation = newest.get(record.key)
+    for key, record in zip(keys, given):
+        generation = newest.get(key)
         if generation is None or record.generation > generation:
-            newest[record.key] = record.generation
+            newest[key] = record.generation
     seen: set[Key] = set()
     kept: list[EpisodeRecord] = []
     found: list[Duplicate] = []
-    for record in given:
-        key = record.key
+    for key, record in zip(keys, given):
         if record.generation != newest[key]:
             continue
         if key in seen:

@@ -224,3 +224,54 @@ def test_trend_reads_each_run_once_and_compare_html_reads_no_run_again(tmp_path,
     assert reads == {runs[0]: 1, runs[4]: 1}
     changed = [row for env in view.envs for row in env.rows]
     assert len(changed) == 2 * 4 and view.chunks  # the changed episodes' trajectories, read by key
+
+
+def _indexed(run: RunDir) -> None:
+    """Give ``run`` the light index a finished run has (its report's reading writes it)."""
+    from pytest_agentgym.report.payload import read_for_report
+
+    read_for_report(run.episodes_file)
+    assert (run.path / "episodes.light.json").is_file()
+
+
+def test_compare_trend_and_merge_say_the_same_from_the_light_index(tmp_path, capsys):
+    clean = _clean(tmp_path / "clean", "clean", 1, flip=3)
+    odd = _run(tmp_path / "odd", odd_lines(), run_id="two", checkpoint="ckpt/step-2")
+    shard = _run(tmp_path / "shard", odd_lines())
+    read = reading.read_episodes_file(shard.episodes_file, parse=parse_line)
+    _as_shard(shard, [r.key for r in read.current])
+    outs = iter([tmp_path / "from-file", tmp_path / "from-index"])
+
+    def produce():
+        comparison = compare_runs(clean.path, odd.path, allow_mismatch=True, metric="reward")
+        code = cli.main(["compare", "--allow-mismatch", str(clean.path), str(odd.path)])
+        trend = build_trend([clean.path, odd.path], allow_mismatch=True)
+        out = next(outs)
+        merged = merge([shard.path], out, report=False)
+        info = json.loads((out / "run.json").read_text())
+        return (comparison.to_json(), code, capsys.readouterr(), trend.lines(), (out / "episodes.jsonl").read_bytes(),
+                merged.info.counts, info["summaries"], info["notes"][:-1], merged.left_out)
+
+    from_file = produce()
+    for run in (clean, odd, shard):
+        _indexed(run)
+    loaded = []
+    original = reading.light_index.load
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(reading.light_index, "load", lambda path: loaded.append(path) or original(path))
+        from_index = produce()
+    assert from_index == from_file
+    assert f"{odd.episodes_file}:9: skipped" in from_index[2].err
+    assert {Path(p) for p in loaded} == {clean.episodes_file, odd.episodes_file, shard.episodes_file}
+    assert all(reading.light_index.load(Path(p)) is not None for p in loaded)  # each answered from its index
+
+
+def test_merge_copies_lines_longer_than_one_read_and_a_last_line_without_its_newline(tmp_path):
+    long_reply = _data("Maze", 0)
+    long_reply["turns"][0]["reply"] = "x" * (3 * merging.LINE_READ + 17)  # several reads long
+    lines = [encode_line(long_reply), encode_line(_data("Maze", 1)), encode_line(_data("Wordle", 0)).rstrip(b"\n")]
+    shard = _run(tmp_path / "shard", lines)
+    _as_shard(shard, [r.key for r in reading.read_episodes_file(shard.episodes_file).current])
+    merge([shard.path], tmp_path / "out", report=False)
+    merged = (tmp_path / "out" / "episodes.jsonl").read_bytes()
+    assert merged == lines[0] + lines[1] + lines[2] + b"\n"

@@ -1,0 +1,126 @@
+"""The light index of an episodes.jsonl: what a reader without trajectories needs, kept beside it.
+
+compare, trend, merge and the report's run list read a run's records without their turns
+(:func:`~pytest_agentgym.results.reading.record_without_turns`), yet every line must still
+be parsed and checked whole to know whether it is a record: a 10,000-episode run is
+130 MB of JSON, most of it turns. The report reads every line whole anyway when it is
+rendered (at the end of every run, shard, merge and rollout session), so that reading
+leaves behind ``episodes.light.json``: each kept record's own fields (its line's JSON
+without ``turns``), its line number and byte offset, the skipped lines and the duplicates,
+exactly what :func:`~pytest_agentgym.results.reading.read_episodes_file` found. A later
+reader without trajectories takes that instead of the 130 MB.
+
+It is a cache, never the record: it is used only while it describes the file as it is now
+(:func:`stamp`: size, modification time in nanoseconds, inode, and a CRC-32 of the file's
+first and last 64 KiB, taken before the reading; a file that changed while it was read
+gets no index), and only by the reader rules it was made with (:func:`rules`: a digest of
+the modules that decide what a record is). Anything else (no index, another file, an
+index that cannot be read, a directory that cannot be written) means the file is read
+as before; deleting the index loses nothing. docs/results.md, "The light index".
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import zlib
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import orjson
+
+from pytest_agentgym.results.jsonl import SkippedLine
+from pytest_agentgym.results.records import Duplicate, EpisodeRecord
+
+#: The index's own layout; a reader of another one reads the file instead.
+FORMAT = 1
+#: How much of each end of the file the stamp hashes.
+EDGE = 64 * 1024
+
+
+def index_path(path: Path) -> Path:
+    """Where the light index of ``path`` (an episodes.jsonl) lives: episodes.light.json."""
+    return path.with_name(path.name.rsplit(".", 1)[0] + ".light.json")
+
+
+#: The modules that decide what a line of episodes.jsonl is (the record checks, the parser,
+#: the reader, this one), beside this file.
+RULE_MODULES = ("records.py", "jsonl.py", "reading.py", "light_index.py")
+
+
+class Indexed(NamedTuple):
+    """What the index says :func:`~pytest_agentgym.results.reading.read_episodes_file` found."""
+
+    records: list[EpisodeRecord]
+    lines: list[int]
+    offsets: list[int]
+    skipped: list[SkippedLine]
+    duplicates: list[Duplicate]
+
+
+@functools.lru_cache(maxsize=1)
+def rules() -> str:
+    """A digest of the code that decides what a line is (:data:`RULE_MODULES`): an index made
+    by other rules may keep or skip other lines, so it is not used."""
+    digest = hashlib.sha256()
+    for name in RULE_MODULES:
+        digest.update(Path(__file__).with_name(name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def stamp(path: Path) -> list[Any] | None:
+    """What says that ``path`` is still the file an index was made from: [size, mtime_ns,
+    inode, CRC-32 of the first and of the last 64 KiB]; None when it cannot be read."""
+    try:
+        with path.open("rb") as handle:
+            status = os.fstat(handle.fileno())
+            head = handle.read(EDGE)
+            handle.seek(max(status.st_size - EDGE, 0))
+            tail = handle.read(EDGE)
+    except OSError:
+        return None
+    return [status.st_size, status.st_mtime_ns, status.st_ino, zlib.crc32(head), zlib.crc32(tail)]
+
+
+def save(path: Path, made_from: list[Any] | None, found: Indexed, light: list[dict[str, Any]]) -> None:
+    """Write the index of ``path`` from what a whole reading found (``light``: each kept
+    record's line JSON without its turns, in ``found.records``' order). Nothing is written
+    when the file changed since ``made_from`` (its :func:`stamp` before the reading) or when
+    the index cannot be written (a read-only run directory, a full disk): it is a cache."""
+    if made_from is None or stamp(path) != made_from:
+        return
+    index = {"format": FORMAT, "rules": rules(), "stamp": made_from, "records": light, "lines": found.lines,
+             "offsets": found.offsets,
+             "skipped": [[s.line, s.reason, s.torn] for s in found.skipped],
+             "duplicates": [[list(d.key), d.generation, d.line, d.kept_line, d.identical] for d in found.duplicates]}
+    target = index_path(path)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(orjson.dumps(index))
+        os.replace(tmp, target)
+    except (OSError, TypeError):  # TypeError: a number orjson cannot write (beyond 64 bits)
+        tmp.unlink(missing_ok=True)
+
+
+def load(path: Path) -> Indexed | None:
+    """What :func:`~pytest_agentgym.results.reading.read_episodes_file` with
+    ``record_without_turns`` finds in ``path``, from its index; None when there is no index
+    that describes the file as it is now."""
+    try:
+        data = orjson.loads(index_path(path).read_bytes())
+    except (OSError, ValueError):
+        return None
+    try:
+        if data["format"] != FORMAT or data["rules"] != rules() or data["stamp"] != stamp(path):
+            return None
+        name = str(path)
+        build = EpisodeRecord._build
+        found = Indexed([build({**fields, "turns": ()}) for fields in data["records"]], data["lines"],
+                        data["offsets"],
+                        [SkippedLine(name, line, reason, torn) for line, reason, torn in data["skipped"]],
+                        [Duplicate(tuple(key), generation, line, kept, name, identical)
+                         for key, generation, line, kept, identical in data["duplicates"]])
+    except (KeyError, TypeError, ValueError):  # an index this reader did not write
+        return None
+    return found if len(found.records) == len(found.lines) == len(found.offsets) else None
