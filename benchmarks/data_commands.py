@@ -4,7 +4,9 @@
 
 Synthetic runs are written once (tests/helpers/report_fixtures.py: realistic turns, 10 to 20
 per episode, about 13 KB a line; 55% pass, 40% fail, 5% errors), by the --before tree's
-fixtures when there is one (an older reader may refuse a newer record's fields), then timed
+fixtures when there is one (an older reader may refuse a newer record's fields), and left
+as the measured tree's harness leaves a finished run (``pytest-agentgym report`` renders each
+run's report, whose reading writes the light index, results/light_index.py), then timed
 as users run them, each command in a fresh interpreter (its start included):
 
 ==================  ===========================================================
@@ -15,12 +17,14 @@ compare_s, _mb      ``pytest-agentgym compare --allow-mismatch A B``, two runs o
 trend5_s ... 20_s   ``pytest-agentgym trend --allow-mismatch`` over 5, 10 and 20
                     runs of 1,000 episodes (--quick: 200), checkpoints step-1 to
                     step-20; trend20_over_10: 2 when linear in runs
+compare_cold_s, _mb the same runs without their light index (a run that died
+                    before its end; a run written by a version that kept none)
 merge10k_s, 30k_s   ``pytest-agentgym merge SHARDS --out DIR --no-report`` of 4
                     shards holding 10,000 and 30,000 episodes (--quick: 2,000 and
-                    6,000)
+                    6,000); merge30k_cold_s: the larger without the shards' index
 orjson10k_s, 30k_s  orjson.loads of every line of the same shards, lines already
                     in memory (the parser's own time); merge_over_orjson: the
-                    larger run's merge over it
+                    larger run's merge over it; merge_cold_over_orjson: its cold one
 ==================  ===========================================================
 
 With ``--before TREE`` every command also runs from that checkout (its ``pytest_agentgym``
@@ -34,6 +38,7 @@ machine may be shared: absolute figures drift, ratios within one run are what co
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -44,11 +49,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 LIMIT_S = 600
+#: The light index a finished run's report leaves beside episodes.jsonl (results/light_index.py).
+INDEX = "episodes.light.json"
 
 #: The sizes: (compare episodes per run, trend episodes per run, merge episodes)
 FULL = (10_000, 1_000, (10_000, 30_000))
@@ -113,8 +120,10 @@ _ORJSON = ("import sys, time, orjson\n"
            "print(time.perf_counter() - began)\n")
 
 
-def make_runs(tree: Path, work: Path, quick: bool) -> dict[str, Any]:
-    """Every synthetic run the measurement needs, written by ``tree``'s fixtures under ``work``."""
+def make_runs(tree: Path, work: Path, quick: bool, *, finish: Path | None = None) -> dict[str, Any]:
+    """Every synthetic run the measurement needs, written by ``tree``'s fixtures under ``work``;
+    then, with ``finish``, each run is left as that tree's harness leaves a run at its end
+    (``pytest-agentgym report`` renders its report, whose reading writes the light index)."""
     compare, trend, merge = QUICK if quick else FULL
     sizes = {"compare": compare, "trend": trend, "trend_runs": max(TREND_RUNS), "merge": list(merge),
              "shards": SHARDS}
@@ -124,7 +133,11 @@ def make_runs(tree: Path, work: Path, quick: bool) -> dict[str, Any]:
                           env={**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{tree / 'tests'}"})
     if made.returncode != 0:
         raise RuntimeError(f"could not make the synthetic runs with {tree}: {made.stderr[-2000:]}")
-    return {**json.loads(made.stdout.strip().splitlines()[-1]), "sizes": sizes}
+    runs = {**json.loads(made.stdout.strip().splitlines()[-1]), "sizes": sizes}
+    if finish is not None:
+        for path in [*runs["compare"], *runs["trend"], *(p for paths in runs["merge"].values() for p in paths)]:
+            _command(finish, ["report", path], accept=(0,))
+    return runs
 
 
 def _command(tree: Path, args: list[str], accept: tuple[int, ...] = (0, 1)) -> tuple[float, float]:
@@ -145,10 +158,30 @@ def _orjson_s(paths: list[str]) -> float:
     return float(done.stdout.strip().splitlines()[-1])
 
 
+@contextlib.contextmanager
+def _cold(paths: list[str]) -> Iterator[None]:
+    """The runs in ``paths`` without their light index for a while (as a run left that died
+    before its end, or one written by a version that kept none)."""
+    moved = []
+    try:
+        for path in paths:
+            index = Path(path) / INDEX
+            if index.is_file():
+                index.rename(index.with_name(INDEX + ".aside"))
+                moved.append(index)
+        yield
+    finally:
+        for index in moved:
+            index.with_name(INDEX + ".aside").rename(index)
+
+
 def measure(tree: Path, work: Path, runs: dict[str, Any]) -> dict[str, float]:
     """One sample of every figure (see the module docstring), the commands run from ``tree``."""
     figures: dict[str, float] = {}
     figures["compare_s"], figures["compare_mb"] = _command(tree, ["compare", "--allow-mismatch", *runs["compare"]])
+    with _cold(runs["compare"]):
+        figures["compare_cold_s"], figures["compare_cold_mb"] = _command(
+            tree, ["compare", "--allow-mismatch", *runs["compare"]])
     for count in TREND_RUNS:
         figures[f"trend{count}_s"], _ = _command(tree, ["trend", "--allow-mismatch", *runs["trend"][:count]])
     figures["trend20_over_10"] = figures["trend20_s"] / figures["trend10_s"]
@@ -160,8 +193,17 @@ def measure(tree: Path, work: Path, runs: dict[str, Any]) -> dict[str, float]:
         finally:
             shutil.rmtree(out, ignore_errors=True)
         figures[f"orjson{name}_s"] = _orjson_s(paths)
-    largest = f"{max(map(int, runs['merge'])) // 1000}k"
-    figures["merge_over_orjson"] = figures[f"merge{largest}_s"] / figures[f"orjson{largest}_s"]
+    largest = max(runs["merge"], key=int)
+    name = f"{int(largest) // 1000}k"
+    out = work / f"merged-{time.monotonic_ns()}"
+    try:
+        with _cold(runs["merge"][largest]):
+            figures[f"merge{name}_cold_s"], _ = _command(tree, ["merge", *runs["merge"][largest], "--out", str(out),
+                                                                "--no-report"])
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    figures["merge_over_orjson"] = figures[f"merge{name}_s"] / figures[f"orjson{name}_s"]
+    figures["merge_cold_over_orjson"] = figures[f"merge{name}_cold_s"] / figures[f"orjson{name}_s"]
     return figures
 
 
@@ -180,7 +222,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-data-"))
     load = os.getloadavg()[0]
     try:
-        runs = make_runs(trees.get("before", trees["after"]), work / "runs", args.quick)
+        runs = make_runs(trees.get("before", trees["after"]), work / "runs", args.quick, finish=trees["after"])
         samples: dict[str, dict[str, list[float]]] = {}
         for repeat in range(args.repeats):
             for label, tree in trees.items():

@@ -444,7 +444,8 @@ def main() -> None:
         if "data" in chosen:
             import data_commands
 
-            extra["data"] = {"runs": data_commands.make_runs(trees.get("before", REPO), work / "data", args.quick)}
+            extra["data"] = {"runs": data_commands.make_runs(trees.get("before", REPO), work / "data", args.quick,
+                                                             finish=trees.get("after", REPO))}
         for repeat in range(args.repeats):
             for name in chosen:
                 for label, tree in trees.items():
