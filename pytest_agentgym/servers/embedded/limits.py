@@ -55,6 +55,27 @@ def cap_from_env(variable: str, default: int, environ: Mapping[str, str] | None 
     return value
 
 
+async def on_worker(worker: Any, call: Callable[[], Any], doing: str, *,
+                    refused: tuple[type[BaseException], ...], log: Any, server: str) -> Any:
+    """``call`` on ``worker`` (the one thread a server does its work on), for a route of a
+    server whose original fails with an exception (HTTP 500): an exception of ``refused``
+    (a request the server turns down, e.g. an unknown env) answers 500 with its message,
+    any other is logged with its traceback and answers 500 saying what failed
+    (:func:`explain`; ``doing``: what the call was; the log names ``server``). FastAPI's JSONResponse, imported here
+    so that this module stays importable without it."""
+    import asyncio
+
+    from fastapi.responses import JSONResponse
+
+    try:
+        return await asyncio.get_running_loop().run_in_executor(worker, call)
+    except refused as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=500)
+    except Exception as exc:  # noqa: BLE001 - the original's 500, but saying why
+        log.exception("%s: %s failed", server, doing)
+        return JSONResponse({"detail": explain(exc, doing)}, status_code=500)
+
+
 def explain(exc: BaseException, doing: str) -> str:
     """A message for ``exc``, raised while ``doing`` ("resetting environment 3 to
     data_idx 7"): the exception's type and text, and for a failed lookup the key, so

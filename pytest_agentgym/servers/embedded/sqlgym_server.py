@@ -43,7 +43,6 @@ are served one at a time, but ``GET /`` still answers while a query runs.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import random
@@ -52,10 +51,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from pytest_agentgym.servers.embedded.limits import CappedEnvs, cap_from_env, explain
+from pytest_agentgym.servers.embedded.limits import CappedEnvs, cap_from_env, on_worker
 from pytest_agentgym.servers.embedded.sqlgym_bird import (
     BIRD_PATH_ENV,
     BirdDataError,
@@ -215,13 +213,7 @@ def create_app(bird_dir: str | Path | None = None) -> FastAPI:
     async def run(call: Callable[[], Any], doing: str) -> Any:
         """``call`` on the SQLite thread; a failure is the original's HTTP 500, with a
         body that says what was wrong (``doing``: what the call was)."""
-        try:
-            return await asyncio.get_running_loop().run_in_executor(worker, call)
-        except Refused as exc:
-            return JSONResponse({"detail": str(exc)}, status_code=500)
-        except Exception as exc:  # noqa: BLE001 - the original's 500, but saying why
-            log.exception("SQLGym: %s failed", doing)
-            return JSONResponse({"detail": explain(exc, doing)}, status_code=500)
+        return await on_worker(worker, call, doing, refused=(Refused,), log=log, server="SQLGym")
 
     @app.get("/")
     async def root() -> str:
