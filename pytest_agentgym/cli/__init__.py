@@ -47,8 +47,10 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="run an embedded AgentGym-compatible server")
     serve.add_argument("name", help="babyai, textcraft, lmrlgym (Maze and Wordle), sqlgym (the sqlgym extra), "
-                                     "sciworld (the real ScienceWorld simulator: the sciworld extra and Java) or "
-                                     "alfworld (alfworld's TextWorld engine: the alfworld extra; ALFWORLD_DATA)")
+                                     "sciworld (the real ScienceWorld simulator: the sciworld extra and Java), "
+                                     "alfworld (alfworld's TextWorld engine: the alfworld extra; ALFWORLD_DATA) or "
+                                     "webshop (a shop built once, Lucene's BM25: the webshop extra; "
+                                     "AGENTENV_WEBSHOP_DATA)")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
     serve.add_argument("--log-level", default="warning", help="uvicorn log level (default: warning)")

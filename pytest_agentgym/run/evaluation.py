@@ -231,8 +231,9 @@ class EvaluationRun:
             resources.stop()
             raise
         setup_note = (f"no model endpoint: {resources.setup_error.message}",) if chosen is None else ()
+        data_notes = tuple(resources.data_notes.values())
         info = opening.run_info(s, chosen, env_names, fp, resources.versions(),
-                                (tuple(chosen.notes) if chosen else setup_note) + baseline_note)
+                                (tuple(chosen.notes) if chosen else setup_note) + baseline_note + data_notes)
         if s.shard is not None:
             info = dataclasses.replace(info, shard=checks.shard_record(s, self.plans, self.selection,
                                                                        self.planned_keys))
@@ -240,8 +241,11 @@ class EvaluationRun:
         if s.shard is None:  # a shard is not the run; its merge is
             point_latest(self.run_dir.path.parent, s.run_id)
         notes = resources.start_publisher(self.run_dir.path)
+        from pytest_agentgym.publish.notices import Notice
+
+        self.start_notices = [Notice(f"data {env}", note, advisory=False) for env, note in resources.data_notes.items()]
         if resources.publisher is not None:
-            self.start_notices = list(resources.publisher.notices)
+            self.start_notices += list(resources.publisher.notices)
         if notes:
             info = dataclasses.replace(info, notes=info.notes + tuple(notes))
             self.ledger.write(info)

@@ -55,6 +55,8 @@ class RunResources:
         #: environments whose server could not be had, and why
         self.env_errors: dict[str, ErrorInfo] = {}
         self.server_identities: dict[str, str] = {}
+        #: env -> what its server says a run must record about its data (run.json notes, the terminal)
+        self.data_notes: dict[str, str] = {}
         self.engine = None
         self.publisher = None
         #: the queue coordinator (--agentgym-queue), which takes the engine's place
@@ -190,7 +192,11 @@ class RunResources:
                 except (ServerError, OSError) as exc:
                     self.env_errors[name] = ErrorInfo.from_exception(exc, "env")
                     continue
-                self.server_identities[name] = self._identity(name, self._pool.start(name))
+                server = self._pool.start(name)
+                self.server_identities[name] = self._identity(name, server)
+                note = self._data_note(server)
+                if note:
+                    self.data_notes[name] = note
 
     def _server_pool(self) -> Any:
         if self._pool is None:
@@ -245,6 +251,19 @@ class RunResources:
         except httpx.HTTPError:
             answer = None
         return server_identity(answer, how)
+
+    def _data_note(self, server: Any) -> str | None:
+        """What a server says a run must record about its data (``GET /embedded/data``'s
+        ``note``: the embedded WebShop on the project catalogue, not comparable with published
+        scores); None when it says nothing (the original servers have no such route)."""
+        import httpx
+
+        try:
+            answer = self._pool.http.get(server.url + "/embedded/data", timeout=5.0)
+            note = answer.json().get("note") if answer.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+        return note if isinstance(note, str) and note else None
 
     async def before_retry(self, env: str, error: ErrorInfo) -> None:
         """Before an episode is tried again: restart a spawned server that died (an

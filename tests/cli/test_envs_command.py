@@ -160,7 +160,7 @@ def test_envs_node_accepts_a_path_and_the_shipped_names(tmp_path):
     profile.write_text("name: mine\nmodel: {endpoints: [{kind: reference}]}\nenvs: {servers: spawn, skip: [Maze]}\n")
     by_path = envs_command(tmp_path, "--node", str(profile), "--timeout", "0.3")
     assert by_path.returncode == 0, by_path.stderr
-    assert rows(by_path.stdout)["Maze"][2] == "skipped" and rows(by_path.stdout)["WebShop"][2] == "down"
+    assert rows(by_path.stdout)["Maze"][2] == "skipped" and rows(by_path.stdout)["AgentBench-WebShop"][2] == "down"
 
 
 def test_envs_with_an_unknown_node_lists_the_known_ones_and_exits_2(tmp_path):

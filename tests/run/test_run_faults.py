@@ -210,11 +210,11 @@ def test_a_suite_whose_every_environment_the_node_skips_exits_5_and_says_why(pyt
     from helpers.projects import copy_shipped_suite
 
     # the shipped suite of an environment the local node skips (it plays SQLGym and ALFWorld
-    # since issue 13)
-    copy_shipped_suite(pytester, "suites/moderate/webshop.yaml")
+    # since issue 13, WebShop since issue 28)
+    copy_shipped_suite(pytester, "suites/moderate/sciworld.yaml")
     result = run(pytester, "suites/moderate")
     assert result.ret == 5
-    result.stdout.fnmatch_lines(["agentgym: node local skips WebShop (200 episode(s)): not collected. "
+    result.stdout.fnmatch_lines(["agentgym: node local skips SciWorld (* episode(s)): not collected. "
                                  "Run them on a node*"])
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
 

@@ -21,6 +21,8 @@ EMBEDDED_SERVERS = {
     "sciworld": "pytest_agentgym.servers.embedded.sciworld",
     # the real ALFWorld TextWorld engine: the optional extra 'alfworld'
     "alfworld": "pytest_agentgym.servers.embedded.alfworld",
+    # a shop built once per process: its own BM25 engine and the original's reward (extra 'webshop')
+    "webshop": "pytest_agentgym.servers.embedded.webshop.server",
 }
 
 #: server name -> "module:function" answering what this machine lacks to run it (None: nothing)
@@ -28,6 +30,7 @@ REQUIREMENTS = {
     "sciworld": "pytest_agentgym.servers.embedded.sciworld_tasks:missing_requirements",
     "sqlgym": "pytest_agentgym.servers.embedded.sqlgym_bird:missing_requirements",
     "alfworld": "pytest_agentgym.servers.embedded.alfworld_tasks:missing_requirements",
+    "webshop": "pytest_agentgym.servers.embedded.webshop:missing_requirements",
 }
 
 
