@@ -155,7 +155,7 @@ def read_episodes_file(path: str | Path, convert: Callable[[Any], EpisodeRecord]
             data = again(line[0])  # the standard library's reading says why (an integer beyond 64 bits)
             record = convert(data)
         if made_from is not None:
-            light[id(record)] = {name: value for name, value in data.items() if name != "turns"}
+            light[id(record)] = light_index.light_fields(data)
         return record
 
     read, again = strict(parse), strict(parse_line)

@@ -18,7 +18,7 @@ import pytest
 from pytest_agentgym.report.payload import read_for_report
 from pytest_agentgym.results import light_index, reading
 from pytest_agentgym.results.jsonl import encode_line
-from pytest_agentgym.results.records import EpisodeRecord
+from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo
 
 from helpers.report_fixtures import make_episode, make_info, write_run
 
@@ -141,6 +141,10 @@ def test_a_torn_last_line_is_kept_as_torn_and_its_completion_makes_the_index_sta
 
 def test_light_records_from_the_index_equal_the_files_without_turns(tmp_path):
     run = _run(tmp_path)
+    retried = (ErrorInfo("EnvTimeout", "POST /step took 60 s", "env"),)
+    with run.episodes_file.open("ab") as handle:  # an error and a retried episode: their fields are converted
+        handle.write(encode_line(make_episode("Maze", 10, outcome="error").to_dict()))
+        handle.write(encode_line(make_episode("Maze", 11, outcome="passed", retried=retried).to_dict()))
     read_for_report(run.episodes_file)
     whole = reading.read_episodes_file(run.episodes_file, EpisodeRecord.from_line)
     assert light_index.load(run.episodes_file).records == [dataclasses.replace(r, turns=()) for r in whole.records]
