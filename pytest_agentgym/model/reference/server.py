@@ -68,6 +68,7 @@ POLICY_MODULES = (
     "pytest_agentgym.model.reference.wordle",
     "pytest_agentgym.model.reference.sqlgym",
     "pytest_agentgym.model.reference.alfworld",
+    "pytest_agentgym.model.reference.webshop",
 )
 
 #: extra policies to load: "module[:ATTR],module[:ATTR]"

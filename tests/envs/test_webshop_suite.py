@@ -1,0 +1,68 @@
+"""`pytest suites/moderate --agentgym-envs=WebShop` on the local node, end to end: the
+embedded WebShop server (project catalogue) and the reference agent spawned as real
+processes; the run is labelled as played on the project catalogue, not WebShop's data."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("thefuzz", reason="the optional extra 'webshop' is not installed: pip install -e '.[webshop]'")
+pytest.importorskip("nltk", reason="the optional extra 'webshop' is not installed: pip install -e '.[webshop]'")
+
+from helpers.projects import copy_shipped_suite, episodes, run  # noqa: E402
+
+NOTE = "WebShop plays the project catalogue: not comparable with published WebShop scores"
+
+
+@pytest.fixture
+def project(pytester, monkeypatch):
+    monkeypatch.delenv("AGENTENV_WEBSHOP_DATA", raising=False)
+    copy_shipped_suite(pytester, "suites/moderate/webshop.yaml")
+    return pytester
+
+
+def test_the_moderate_suite_runs_webshop_on_the_local_node(project):
+    result = run(project, "suites/moderate", "--agentgym-envs=WebShop", "--agentgym-run-id=shop")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines([f"agentgym: {NOTE}*", "GATE PASSED: WebShop success_rate >= 0.7: success_rate = 0.8*"])
+    records = episodes(project, "shop")
+    assert sorted(r["task_index"] for r in records) == list(range(50))
+    assert all(r["error"] is None for r in records)
+    solved = [r for r in records if r["reward"] == 1.0]
+    assert len(solved) == 40
+    bought = solved[0]["turns"][-1]
+    assert bought["action"] == "click[buy now]" and bought["done"]
+    assert "Thank you for shopping with us!" in bought["feedback"]
+    run_dir = project.path / "reports" / "shop"
+    info = json.loads((run_dir / "run.json").read_text())
+    assert any(note.startswith(NOTE) for note in info["notes"])
+    assert NOTE in (run_dir / "report.html").read_text()
+
+
+def test_the_random_policy_fails_the_gate(project):
+    result = run(project, "suites/moderate", "--agentgym-envs=WebShop", "--agentgym-tasks=0-19",
+                 "--agentgym-model=random", "--agentgym-run-id=random")
+    assert result.ret == 1, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["GATE FAILED: WebShop success_rate >= 0.7: success_rate = 0.000*"])
+    records = episodes(project, "random")
+    assert len(records) == 20 and all(r["error"] is None and not r["success"] for r in records)
+
+
+def test_the_rollout_service_plays_webshop_and_records_the_note(tmp_path, monkeypatch):
+    from helpers.rollout_services import post, reference_agent, rollout_server
+
+    monkeypatch.delenv("AGENTENV_WEBSHOP_DATA", raising=False)
+    agent = reference_agent(tmp_path)
+    service = rollout_server(tmp_path / "service", "--node", "local", run_id="shop-rollouts")
+    try:
+        answer = post(service, {"env": "WebShop", "model": "reference", "base_url": agent.url, "ids": [0, 1, 2]})
+        assert answer.status_code == 200, answer.text
+        rollouts = answer.json()["rollouts"]
+        assert [r["error"] for r in rollouts] == [None] * 3 and all(r["reward"] > 0 for r in rollouts)
+        info = json.loads((tmp_path / "service" / "reports" / "shop-rollouts" / "run.json").read_text())
+        assert sum(note.startswith(NOTE) for note in info["notes"]) == 1
+    finally:
+        service.stop()
+        agent.stop()
