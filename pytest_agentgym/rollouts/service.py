@@ -249,6 +249,10 @@ class RolloutService:
                 self.env_urls[name] = self._pool.urls(name)
             except (ServerError, OSError) as exc:
                 return ErrorInfo.from_exception(exc, "env")  # tried again by the next batch
+            note = self._pool.data_note(name)  # (the project's WebShop catalogue: not comparable)
+            if note and note not in self.ledger.info.notes:
+                self.ledger.write(dataclasses.replace(self.ledger.info, notes=self.ledger.info.notes + (note,)))
+                log.warning("%s", note)
             return None
 
     async def _before_retry(self, env: str, error: ErrorInfo) -> None:

@@ -192,9 +192,8 @@ class RunResources:
                 except (ServerError, OSError) as exc:
                     self.env_errors[name] = ErrorInfo.from_exception(exc, "env")
                     continue
-                server = self._pool.start(name)
-                self.server_identities[name] = self._identity(name, server)
-                note = self._data_note(server)
+                self.server_identities[name] = self._identity(name, self._pool.start(name))
+                note = self._pool.data_note(name)
                 if note:
                     self.data_notes[name] = note
 
@@ -251,19 +250,6 @@ class RunResources:
         except httpx.HTTPError:
             answer = None
         return server_identity(answer, how)
-
-    def _data_note(self, server: Any) -> str | None:
-        """What a server says a run must record about its data (``GET /embedded/data``'s
-        ``note``: the embedded WebShop on the project catalogue, not comparable with published
-        scores); None when it says nothing (the original servers have no such route)."""
-        import httpx
-
-        try:
-            answer = self._pool.http.get(server.url + "/embedded/data", timeout=5.0)
-            note = answer.json().get("note") if answer.status_code == 200 else None
-        except (httpx.HTTPError, ValueError, AttributeError):
-            return None
-        return note if isinstance(note, str) and note else None
 
     async def before_retry(self, env: str, error: ErrorInfo) -> None:
         """Before an episode is tried again: restart a spawned server that died (an

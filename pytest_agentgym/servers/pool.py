@@ -249,6 +249,20 @@ class ServerPool:
         """The URLs of ``env``'s running servers, replica 0 first (started on first call)."""
         return tuple(server.url for server in self.start_replicas(env))
 
+    def data_note(self, env: str) -> str | None:
+        """What ``env``'s server says a run must record about its data (``GET
+        /embedded/data``'s ``note``: the embedded WebShop on the project catalogue is not
+        comparable with published scores); None when it says nothing (the original servers
+        have no such route). Asks the first replica (they serve the same data)."""
+        import httpx
+
+        try:
+            answer = self.http.get(self.start(env).url + "/embedded/data", timeout=5.0)
+            note = answer.json().get("note") if answer.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+        return note if isinstance(note, str) and note else None
+
     def spawn_ahead(self, envs: Iterable[str]) -> None:
         """Launch the processes of ``envs`` without waiting for them, so that they boot
         side by side; :meth:`start` then only waits for each. What cannot be made
