@@ -56,6 +56,15 @@ def http(server):
         yield client
 
 
+def gold_replies(shop, goal: dict) -> list[str]:
+    """A model's replies along the goal's gold path: search its product's title, open it,
+    click each of the goal's option values, buy."""
+    asin = goal["asin"]
+    replies = [f"Action: search[{shop.by_asin[asin]['Title']}]", f"Action: click[{asin}]"]
+    replies += [f"Action: click[{value}]" for value in goal["goal_options"].values()]
+    return replies + ["Action: click[Buy Now]"]
+
+
 def new_env(http: httpx.Client, session_id: int | None = 0) -> int:
     env_idx = http.post("/create").json()
     http.post("/reset", json={"env_idx": env_idx, "session_id": session_id})
@@ -214,10 +223,7 @@ def test_the_real_shop_end_to_end(tmp_path_factory):
     try:
         goal = shop.goals[0]
         asin = goal["asin"]
-        replies = [f"Action: search[{shop.by_asin[asin]['Title']}]", f"Action: click[{asin}]"]
-        replies += [f"Action: click[{value}]" for value in goal["goal_options"].values()]
-        replies.append("Action: click[Buy Now]")
-        opening, results = asyncio.run(episode(server.url, 0, replies))
+        opening, results = asyncio.run(episode(server.url, 0, gold_replies(shop, goal)))
         assert goal["instruction_text"] in opening.first_observation
         assert f"[SEP] {asin} [SEP]" in results[0].observation  # the title's search lists it
         expected = get_reward(shop.by_asin[asin], goal, shop.prices[asin], dict(goal["goal_options"]))
@@ -266,10 +272,7 @@ def test_serve_webshop_plays_the_data_that_agentenv_webshop_data_names(tmp_path_
         assert status["source"] == str(data) and status["noun_tagger"] == default_tagger().name
         goal = shop.goals[0]
         asin = goal["asin"]
-        replies = [f"Action: search[{shop.by_asin[asin]['Title']}]", f"Action: click[{asin}]"]
-        replies += [f"Action: click[{value}]" for value in goal["goal_options"].values()]
-        replies.append("Action: click[Buy Now]")
-        opening, results = asyncio.run(episode(server.url, 0, replies))
+        opening, results = asyncio.run(episode(server.url, 0, gold_replies(shop, goal)))
         assert goal["instruction_text"] in opening.first_observation
         expected = get_reward(shop.by_asin[asin], goal, shop.prices[asin], dict(goal["goal_options"]))
         assert (results[-1].reward, results[-1].done) == (expected, True) and expected > 0
