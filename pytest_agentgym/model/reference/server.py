@@ -249,8 +249,8 @@ class ReferenceAgentApp:
         if chosen is None:
             names = ", ".join(p.name for p in self.loaded.policies) or "none loaded"
             return _error(400, f"no reference policy recognises this conversation (policies: {names}); "
-                               f"the reference agent only plays the lightweight environments from "
-                               f"their own observation text", param="messages", code="no_policy")
+                               f"the reference agent plays only the environments it has a policy for, "
+                               f"from their own observation text", param="messages", code="no_policy")
         request_seed = body.get("seed") if isinstance(body.get("seed"), int) else None
         rng = random.Random(conversation_seed(messages, self.seed, request_seed))
         randomly = model == "random" or self.policy == "random"
