@@ -27,6 +27,8 @@ class RunMeaning:
         self.dropped: dict[str, dict[str, int]] = {}
         #: env -> server identity -> the workers whose recorded results named it
         self.servers: dict[str, dict[str, set[str]]] = {}
+        #: what the workers' servers said a run must record about their data -> those workers
+        self.data_notes: dict[str, set[str]] = {}
 
     def adopt(self, fp: dict[str, Any]) -> dict[str, Any]:
         """The run's fingerprint as work items carry it: ``fp`` as the run built it, with
@@ -72,10 +74,14 @@ class RunMeaning:
         identity = result.fingerprint.get("server")
         if identity is not None:
             self.servers.setdefault(result.record.env, {}).setdefault(str(identity), set()).add(result.worker)
+        note = result.fingerprint.get("data_note")
+        if isinstance(note, str) and note:
+            self.data_notes.setdefault(note, set()).add(result.worker)
 
     def notes(self) -> tuple[str, ...]:
         """run.json's notes at the end: each worker that refused the run's items or whose
-        results were dropped, with the differences; environments whose workers' servers differ."""
+        results were dropped, with the differences; environments whose workers' servers differ;
+        what the workers' servers said of their data (the project's WebShop catalogue)."""
         lines = [f"worker {worker} refused this run's work items (it played none of them): {_counted(reasons)}"
                  for worker, reasons in sorted(self.refusals.items())]
         lines += [f"dropped results from worker {worker}, played under another fingerprint or version (none "
@@ -85,6 +91,7 @@ class RunMeaning:
             if len(identities) > 1:
                 lines.append(f"{env}: the workers' environment servers differ (each worker brings its own): "
                              + "; ".join(f"{i} ({', '.join(sorted(w))})" for i, w in sorted(identities.items())))
+        lines += [f"{note} (workers {', '.join(sorted(workers))})" for note, workers in sorted(self.data_notes.items())]
         return tuple(lines)
 
 
@@ -120,12 +127,15 @@ def give_up(reissue: int, worker: str, reasons: list[str]) -> str:
 
 def worker_fingerprint(item: Any, *, model: str, endpoint_kind: str, checkpoint: str | None,
                        node_sampling: dict[str, Any], prompt_sha256: str | None,
-                       server: str | None) -> dict[str, Any]:
+                       server: str | None, data_note: str | None = None) -> dict[str, Any]:
     """What the episode of ``item`` would mean if this worker played it (the keys of
     fingerprint.for_episode): its model endpoint, the sampling it would send (its node's
-    under the item's, as its model client merges them), its adapter's prompt, its server."""
+    under the item's, as its model client merges them), its adapter's prompt, its server;
+    and what that server says a run must record about its data (``data_note``: not
+    compared, gathered into run.json's notes by :meth:`RunMeaning.notes`)."""
     from pytest_agentgym import __version__
 
     return {"plugin_version": __version__, "model": model, "endpoint_kind": endpoint_kind,
             "checkpoint": checkpoint, "max_rounds": item.max_rounds,
-            "sampling": {**node_sampling, **item.sampling}, "prompt_sha256": prompt_sha256, "server": server}
+            "sampling": {**node_sampling, **item.sampling}, "prompt_sha256": prompt_sha256, "server": server,
+            "data_note": data_note}

@@ -282,7 +282,8 @@ class Worker:
                                   checkpoint=getattr(chosen.config, "checkpoint", None),
                                   node_sampling=self.resources.node_sampling(),
                                   prompt_sha256=self._adapter(item.env).prompt_sha256,
-                                  server=self.resources.server_identities.get(item.env))
+                                  server=self.resources.server_identities.get(item.env),
+                                  data_note=self.resources.data_notes.get(item.env))
 
     async def _refuse(self, msg: Any, run_id: str, what: str, reasons: list[str]) -> None:
         """Nak an item this worker will not play under the run's fingerprint, and say why: in its

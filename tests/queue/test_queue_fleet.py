@@ -206,3 +206,26 @@ def test_a_killed_coordinator_resumes_and_collects_what_workers_stored_meanwhile
     results = stored_results(nats.url, "AGENTGYMQ_RESUME_RESULTS", "agentgymq.resume.results.resumed.>")
     assert len(results) == 12
     assert json.loads((run_dir / "run.json").read_text())["status"] == "finished"
+
+
+def test_a_queue_run_records_what_a_workers_server_says_of_its_data(tmp_path, fleet, nats, monkeypatch):
+    """The coordinator starts no environment server: a worker's embedded WebShop on the
+    project catalogue says it is not comparable with published scores (its GET /embedded/data),
+    the worker's results carry that, and the queue run's run.json records it, as a pytest run's does."""
+    pytest.importorskip("thefuzz", reason="the optional extra 'webshop' is not installed: pip install -e '.[webshop]'")
+    monkeypatch.delenv("AGENTENV_WEBSHOP_DATA", raising=False)
+    root = tmp_path / "project"
+    suites(root, WebShop="0-3", Maze="0-1")
+    profile = worker_profile(tmp_path / "worker.yaml", concurrency=2)
+    profile.write_text(profile.read_text().replace(", WebShop", ""))  # this worker serves WebShop
+    workers = fleet("name=datanote&ack_wait=30")
+    workers.start("w1", profile=profile)
+    workers.wait_serving("w1")
+    proc = coordinator(root, workers.url, "--agentgym-run-id=noted")
+    output = finish(proc)
+    assert proc.returncode == 0, output
+    assert len(read_episodes(root / "reports" / "noted")) == 6
+    notes = json.loads((root / "reports" / "noted" / "run.json").read_text())["notes"]
+    assert [n for n in notes if "project catalogue" in n] == [
+        "WebShop plays the project catalogue: not comparable with published WebShop scores "
+        "(AGENTENV_WEBSHOP_DATA names WebShop's own files; docs/envs/webshop.md) (workers w1)"]
