@@ -18,3 +18,18 @@ def start_embedded(name: str, env_name: str, log_dir: Path, env: dict[str, str] 
         log_path=log_dir / f"{name}-{port}.log", startup_timeout=startup_timeout,
         label=f"embedded server {name}",
     ).start()
+
+
+def pid_serving(port: str) -> int:
+    """The pid of the `pytest-agentgym serve ... --port PORT` process (a server a run spawned,
+    found from its log's name, to kill it with a real signal)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"serve" in argv and b"--port" in argv and argv[argv.index(b"--port") + 1] == port.encode():
+            return int(entry.name)
+    raise AssertionError(f"no server process on port {port}")

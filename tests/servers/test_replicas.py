@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.embedded_servers import start_embedded
+from helpers.embedded_servers import pid_serving, start_embedded
 from helpers.projects import episodes, run, run_json, suite
 from helpers.run_dirs import written_lines
 from helpers.waiting import wait_until
@@ -215,7 +215,7 @@ def test_a_replica_killed_mid_episode_is_restarted_and_only_its_episodes_are_hit
         assert len(logs) == 2, logs
         port = logs[1].stem.split("-")[1]
         victim = f"http://127.0.0.1:{port}"
-        pid = _pid_serving(port)
+        pid = pid_serving(port)
         os.kill(pid, signal.SIGKILL)
         killed_at = written_lines(run_dir / "episodes.jsonl")
         text = proc.communicate(timeout=300)[0].decode(errors="replace")
@@ -239,20 +239,6 @@ def test_a_replica_killed_mid_episode_is_restarted_and_only_its_episodes_are_hit
     # started again on its port (its own log says so twice); the other replica never was
     assert logs[1].read_text().count(" starting: ") == 2 and logs[0].read_text().count(" starting: ") == 1
     assert victim in run_json(pytester, "killed")["versions"]["server:Maze"].split(", ")
-
-
-def _pid_serving(port: str) -> int:
-    """The pid of the `pytest-agentgym serve ... --port PORT` process."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"serve" in argv and b"--port" in argv and argv[argv.index(b"--port") + 1] == port.encode():
-            return int(entry.name)
-    raise AssertionError(f"no server process on port {port}")
 
 
 def test_attach_mode_takes_a_list_of_running_servers_and_uses_each(pytester, tmp_path):
