@@ -84,9 +84,10 @@ def stamp(path: Path) -> list[Any] | None:
     return [status.st_size, status.st_mtime_ns, status.st_ino, zlib.crc32(head), zlib.crc32(tail)]
 
 
-def save(path: Path, made_from: list[Any] | None, found: Indexed, light: list[dict[str, Any]]) -> None:
-    """Write the index of ``path`` from what a whole reading found (``light``: each kept
-    record's line JSON without its turns, in ``found.records``' order). Nothing is written
+def save(path: Path, made_from: list[Any] | None, found: Any, light: list[dict[str, Any]]) -> None:
+    """Write the index of ``path`` from what a whole reading found (``found``: the reader's
+    EpisodesFile, whose ``lines``, ``offsets``, ``skipped`` and ``duplicates`` are kept;
+    ``light``: each kept record's fields, :func:`light_fields`, in its records' order). Nothing is written
     when the file changed since ``made_from`` (its :func:`stamp` before the reading) or when
     the index cannot be written (a read-only run directory, a full disk): it is a cache."""
     if made_from is None or stamp(path) != made_from:

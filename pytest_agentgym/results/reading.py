@@ -178,8 +178,7 @@ def read_episodes_file(path: str | Path, convert: Callable[[Any], EpisodeRecord]
     kept = Records(records, duplicates=duplicates, skipped=skipped)
     found = EpisodesFile(path, kept, lines, skipped, duplicates, offsets)
     if made_from is not None:
-        light_index.save(path, made_from, light_index.Indexed(records, lines, offsets, skipped, duplicates),
-                         [light[id(record)] for record in records])
+        light_index.save(path, made_from, found, [light[id(record)] for record in records])
     return found
 
 
