@@ -5,20 +5,15 @@ processes; the run is labelled as played on the project catalogue, not WebShop's
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
+from pathlib import Path
 
 import pytest
 
 pytest.importorskip("thefuzz", reason="the optional extra 'webshop' is not installed: pip install -e '.[webshop]'")
 pytest.importorskip("nltk", reason="the optional extra 'webshop' is not installed: pip install -e '.[webshop]'")
 
-from helpers.embedded_servers import pid_serving  # noqa: E402
+from helpers.embedded_servers import run_killing_a_server  # noqa: E402
 from helpers.projects import copy_shipped_suite, episodes, run  # noqa: E402
-from helpers.run_dirs import written_lines  # noqa: E402
-from helpers.waiting import wait_until  # noqa: E402
 
 NOTE = "WebShop plays the project catalogue: not comparable with published WebShop scores"
 
@@ -81,19 +76,15 @@ def test_a_webshop_server_killed_mid_run_is_restarted_and_the_run_scores_as_an_u
     the same shop again: the catalogue and the goal order are deterministic), the episodes it
     cut short are played again, and the run solves the same 40 of 50 goals as an unbroken one."""
     run_dir = project.path / "reports" / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "suites/moderate",
-                             "--agentgym-envs=WebShop", "--agentgym-run-id=killed"],
-                            cwd=project.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        wait_until(lambda: written_lines(run_dir / "episodes.jsonl") >= 3, 120, "3 episodes recorded", procs=(proc,))
-        (log,) = (run_dir / "logs").glob("WebShop-*.log")
-        os.kill(pid_serving(log.stem.split("-")[1]), signal.SIGKILL)
-        killed_at = written_lines(run_dir / "episodes.jsonl")
-        text = proc.communicate(timeout=300)[0].decode(errors="replace")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, text
+
+    def the_server(folder: Path) -> Path:
+        (log,) = folder.glob("WebShop-*.log")
+        return log
+
+    killed = run_killing_a_server(project.path, ["suites/moderate", "--agentgym-envs=WebShop", "--agentgym-run-id=killed"],
+                                  run_dir, after_records=3, pick=the_server)
+    text, killed_at, log = killed.output, killed.killed_at, killed.log
+    assert killed.returncode == 0, text
     assert killed_at < 50
     records = episodes(project, "killed")
     assert sorted(r["task_index"] for r in records) == list(range(50))

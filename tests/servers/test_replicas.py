@@ -9,15 +9,12 @@ import asyncio
 import os
 import re
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from helpers.embedded_servers import pid_serving, start_embedded
+from helpers.embedded_servers import run_killing_a_server, start_embedded
 from helpers.projects import episodes, run, run_json, suite
-from helpers.run_dirs import written_lines
 from helpers.waiting import wait_until
 from pytest_agentgym.envs import adapter_class
 from pytest_agentgym.envs.protocol import EnvClient, EnvUnreachable
@@ -205,24 +202,18 @@ def test_a_replica_killed_mid_episode_is_restarted_and_only_its_episodes_are_hit
     tasks = 24
     node = project(pytester, envs="{servers: spawn, replicas: 2}", tasks=tasks, latency_ms=40, concurrency=8)
     run_dir = pytester.path / "reports" / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "suites",
-                             f"--agentgym-node={node}", "--agentgym-run-id=killed"],
-                            cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        wait_until(lambda: written_lines(run_dir / "episodes.jsonl") >= 2, 120, "2 episodes recorded",
-                   procs=(proc,))
-        logs = sorted((run_dir / "logs").glob("Maze-*.log"))
+    logs: list[Path] = []
+
+    def second_replica(folder: Path) -> Path:
+        logs.extend(sorted(folder.glob("Maze-*.log")))
         assert len(logs) == 2, logs
-        port = logs[1].stem.split("-")[1]
-        victim = f"http://127.0.0.1:{port}"
-        pid = pid_serving(port)
-        os.kill(pid, signal.SIGKILL)
-        killed_at = written_lines(run_dir / "episodes.jsonl")
-        text = proc.communicate(timeout=300)[0].decode(errors="replace")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, text
+        return logs[1]
+
+    killed = run_killing_a_server(pytester.path, ["suites", f"--agentgym-node={node}", "--agentgym-run-id=killed"],
+                                  run_dir, after_records=2, pick=second_replica)
+    text, killed_at = killed.output, killed.killed_at
+    victim = f"http://127.0.0.1:{killed.log.stem.split('-')[1]}"
+    assert killed.returncode == 0, text
     assert killed_at < tasks  # the kill landed mid-run
     records = episodes(pytester, "killed")
     assert sorted(r["task_index"] for r in records) == list(range(tasks))
