@@ -36,10 +36,22 @@ if sys.platform.startswith("linux"):
         _libc = None
 
 
-def _child_setup(parent_pid: int, death_signal: int) -> Callable[[], None]:
-    """What the child runs between fork and exec: die with the parent (Linux)."""
+#: Signals that stop the harness. Python runs its at-fork hooks (``logging``'s, for one)
+#: in the parent right after a ``preexec_fn`` fork; a SIGINT handled inside one of them
+#: raises there, is printed as "Exception ignored" and is lost, so Ctrl-C during a
+#: server's start-up went unheard. :func:`popen` holds them (blocked, left pending)
+#: across the fork on the main thread; they are handled once the fork is done.
+_HELD_ACROSS_FORK = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
+def _child_setup(parent_pid: int, death_signal: int,
+                 mask: "set[signal.Signals] | None" = None) -> Callable[[], None]:
+    """What the child runs between fork and exec: the parent's signal mask as it was
+    before :func:`popen` held the stop signals, and death with the parent (Linux)."""
 
     def setup() -> None:
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         if _libc is not None:
             _libc.prctl(_PR_SET_PDEATHSIG, death_signal)
             if os.getppid() != parent_pid:  # the parent died before prctl took effect
@@ -69,9 +81,22 @@ def _serve_spawn_requests() -> None:
 def popen(argv: list[str], death_signal: int, **kwargs: Any) -> subprocess.Popen:
     """``subprocess.Popen(argv, **kwargs)`` for a child that gets ``death_signal`` when
     the harness dies: forked here on the main thread, else by the spawner thread."""
-    kwargs["preexec_fn"] = _child_setup(os.getpid(), death_signal)
     if threading.current_thread() is threading.main_thread():
-        return subprocess.Popen(argv, **kwargs)
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_ACROSS_FORK)
+        try:
+            kwargs["preexec_fn"] = _child_setup(os.getpid(), death_signal, mask)
+            child = subprocess.Popen(argv, **kwargs)
+        except BaseException:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            raise
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a held Ctrl-C is handled here
+        except BaseException:  # nobody will hold this child: it goes with the interrupt
+            child.kill()
+            child.wait()
+            raise
+        return child
+    kwargs["preexec_fn"] = _child_setup(os.getpid(), death_signal)
     with _spawner_lock:
         if not _spawner:
             _spawner.append(threading.Thread(target=_serve_spawn_requests, name="agentgym-spawner",

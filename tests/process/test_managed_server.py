@@ -112,6 +112,31 @@ def test_children_die_with_the_process_that_launched_them(tmp_path):
     assert wait_gone([child]) == []
 
 
+@pytest.mark.faults
+def test_a_ctrl_c_that_lands_while_a_child_is_forked_is_not_lost():
+    """Python runs its at-fork hooks (logging's among them) in the parent after a fork
+    with ``preexec_fn``; a SIGINT handled inside one used to be printed as "Exception
+    ignored" and lost, so Ctrl-C during a server's start-up went unheard. Here the
+    SIGINT is sent from such a hook: it must reach the caller as KeyboardInterrupt; and
+    holding it across the fork must not leave SIGINT blocked in the child."""
+    script = textwrap.dedent(f"""
+        import os, signal, sys
+        from pytest_agentgym.process import children
+        os.register_at_fork(after_in_parent=lambda: os.kill(os.getpid(), signal.SIGINT))
+        child = children.popen([sys.executable, "-c", "import signal, sys; "
+                                "sys.exit(signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []))"],
+                               signal.SIGTERM)
+        print("no interrupt, child exit", child.wait())
+    """)
+    finished = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert "KeyboardInterrupt" in finished.stderr and "Exception ignored" not in finished.stderr, finished.stderr
+    assert "no interrupt" not in finished.stdout
+    # the same child, without the hook's signal: it starts with the harness's signal mask
+    unheld = subprocess.run([sys.executable, "-c", script.replace("os.register_at_fork", "(lambda **_: 0)")],
+                            capture_output=True, text=True, timeout=60)
+    assert unheld.stdout.strip() == "no interrupt, child exit 0", unheld.stdout + unheld.stderr
+
+
 # -- revive: the one restart mechanism (environment servers, the reference agent, vLLM) ---------
 
 
