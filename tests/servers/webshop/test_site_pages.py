@@ -15,7 +15,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from conftest import product
+from helpers.webshop_shop import product
 from pytest_agentgym.servers.embedded.webshop import pages
 
 INSTRUCTION = "i need a sulfate free shampoo, and price lower than 40.00 dollars"

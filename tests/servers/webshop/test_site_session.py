@@ -1,4 +1,4 @@
-"""One WebShop env's state machine (session.py) on the stand-in shop of conftest.py.
+"""One WebShop env's state machine (session.py) on the stand-in shop of tests/helpers/webshop_shop.py.
 
 The rules are read from the original's web_agent_text_env.py (WebAgentTextEnv.step,
 SimServer.receive, SimBrowser); they were also checked once, action by action,

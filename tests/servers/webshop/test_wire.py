@@ -1,5 +1,5 @@
 """The WebShop server's wire (server.py), route by route, in a real uvicorn process on
-loopback: the app over the stand-in shop of conftest.py, served plain and behind the
+loopback: the app over the stand-in shop of helpers/webshop_shop.py, served plain and behind the
 embedded servers' fast path.
 
 Expected shapes, from the original's agentenv_webshop/server.py and model.py:
@@ -33,11 +33,11 @@ from pytest_agentgym.servers.embedded.webshop import pages
 from pytest_agentgym.servers.embedded.webshop.reward import get_reward
 
 HERE = Path(__file__).parent
-FACTORY = {"plain": "conftest:standin_app", "fast path": "conftest:standin_fast_app"}
+FACTORY = {"plain": "helpers.webshop_shop:standin_app", "fast path": "helpers.webshop_shop:standin_fast_app"}
 
 
 def uvicorn_command(factory: str) -> tuple[str, ...]:
-    return ("{python}", "-m", "uvicorn", "--factory", "--app-dir", str(HERE), factory,
+    return ("{python}", "-m", "uvicorn", "--factory", "--app-dir", str(HERE.parents[1]), factory,
             "--host", "{host}", "--port", "{port}", "--log-level", "warning")
 
 
