@@ -5,9 +5,12 @@
 Synthetic runs are written once (tests/helpers/report_fixtures.py: realistic turns, 10 to 20
 per episode, about 13 KB a line; 55% pass, 40% fail, 5% errors), by the --before tree's
 fixtures when there is one (an older reader may refuse a newer record's fields), and left
-as the measured tree's harness leaves a finished run (``pytest-agentgym report`` renders each
-run's report, whose reading writes the light index, results/light_index.py), then timed
-as users run them, each command in a fresh interpreter (its start included):
+as each measured tree's harness leaves a finished run (``pytest-agentgym report`` renders each
+run's report, whose reading writes the light index, results/light_index.py). An index holds
+the digest of the reader rules that wrote it and another tree's reader passes it over, so each
+tree finishes the runs once and is measured with its own index in place (a tree whose report
+writes none reads every run cold). Then timed as users run them, each command in a fresh
+interpreter (its start included):
 
 ==================  ===========================================================
 compare_s, _mb      ``pytest-agentgym compare --allow-mismatch A B``, two runs of
@@ -49,7 +52,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -120,10 +123,11 @@ _ORJSON = ("import sys, time, orjson\n"
            "print(time.perf_counter() - began)\n")
 
 
-def make_runs(tree: Path, work: Path, quick: bool, *, finish: Path | None = None) -> dict[str, Any]:
+def make_runs(tree: Path, work: Path, quick: bool, *, finish: Sequence[Path] = ()) -> dict[str, Any]:
     """Every synthetic run the measurement needs, written by ``tree``'s fixtures under ``work``;
-    then, with ``finish``, each run is left as that tree's harness leaves a run at its end
-    (``pytest-agentgym report`` renders its report, whose reading writes the light index)."""
+    then each run is left as each tree of ``finish`` leaves a run at its end (``pytest-agentgym
+    report`` renders its report, whose reading writes the light index): that tree's index is
+    set aside for :func:`measure` to put in place when it measures the tree."""
     compare, trend, merge = QUICK if quick else FULL
     sizes = {"compare": compare, "trend": trend, "trend_runs": max(TREND_RUNS), "merge": list(merge),
              "shards": SHARDS}
@@ -134,9 +138,14 @@ def make_runs(tree: Path, work: Path, quick: bool, *, finish: Path | None = None
     if made.returncode != 0:
         raise RuntimeError(f"could not make the synthetic runs with {tree}: {made.stderr[-2000:]}")
     runs = {**json.loads(made.stdout.strip().splitlines()[-1]), "sizes": sizes}
-    if finish is not None:
-        for path in [*runs["compare"], *runs["trend"], *(p for paths in runs["merge"].values() for p in paths)]:
-            _command(finish, ["report", path], accept=(0,))
+    runs["finished"] = {}
+    for number, tree in enumerate(finish):
+        for path in _every_run(runs):
+            _command(tree, ["report", path], accept=(0,))
+            index = Path(path) / INDEX
+            if index.is_file():
+                index.rename(index.with_name(f"{INDEX}.{number}"))
+        runs["finished"][str(tree)] = number
     return runs
 
 
@@ -158,6 +167,27 @@ def _orjson_s(paths: list[str]) -> float:
     return float(done.stdout.strip().splitlines()[-1])
 
 
+def _every_run(runs: dict[str, Any]) -> list[str]:
+    return [*runs["compare"], *runs["trend"], *(p for paths in runs["merge"].values() for p in paths)]
+
+
+@contextlib.contextmanager
+def _finished_by(tree: Path, runs: dict[str, Any]) -> Iterator[None]:
+    """The runs with the light index that ``tree``'s report left (:func:`make_runs`) in place."""
+    number = runs.get("finished", {}).get(str(tree))
+    placed = []
+    try:
+        for path in ([] if number is None else _every_run(runs)):
+            kept = Path(path) / f"{INDEX}.{number}"
+            if kept.is_file():
+                kept.rename(Path(path) / INDEX)
+                placed.append(kept)
+        yield
+    finally:
+        for kept in placed:
+            kept.with_name(INDEX).rename(kept)
+
+
 @contextlib.contextmanager
 def _cold(paths: list[str]) -> Iterator[None]:
     """The runs in ``paths`` without their light index for a while (as a run left that died
@@ -177,6 +207,11 @@ def _cold(paths: list[str]) -> Iterator[None]:
 
 def measure(tree: Path, work: Path, runs: dict[str, Any]) -> dict[str, float]:
     """One sample of every figure (see the module docstring), the commands run from ``tree``."""
+    with _finished_by(tree, runs):
+        return _measure(tree, work, runs)
+
+
+def _measure(tree: Path, work: Path, runs: dict[str, Any]) -> dict[str, float]:
     figures: dict[str, float] = {}
     figures["compare_s"], figures["compare_mb"] = _command(tree, ["compare", "--allow-mismatch", *runs["compare"]])
     with _cold(runs["compare"]):
@@ -222,7 +257,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-data-"))
     load = os.getloadavg()[0]
     try:
-        runs = make_runs(trees.get("before", trees["after"]), work / "runs", args.quick, finish=trees["after"])
+        runs = make_runs(trees.get("before", trees["after"]), work / "runs", args.quick, finish=list(trees.values()))
         samples: dict[str, dict[str, list[float]]] = {}
         for repeat in range(args.repeats):
             for label, tree in trees.items():

@@ -445,7 +445,7 @@ def main() -> None:
             import data_commands
 
             extra["data"] = {"runs": data_commands.make_runs(trees.get("before", REPO), work / "data", args.quick,
-                                                             finish=trees.get("after", REPO))}
+                                                             finish=list(trees.values()))}
         for repeat in range(args.repeats):
             for name in chosen:
                 for label, tree in trees.items():
