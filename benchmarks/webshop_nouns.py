@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pytest_agentgym.servers.embedded.webshop import catalogue, nouns, reward  # noqa: E402
+from pytest_agentgym.servers.embedded.webshop import nouns, project_catalogue, reward  # noqa: E402
 
 MIRROR = Path("/work/.mirror/WooooDyy+AgentGym/repo")
 WEBSHOP = "agentenv-webshop/webshop"
@@ -128,7 +128,7 @@ def main() -> int:
     rules = nouns.RuleTagger()
     spacy_module = importlib.import_module("spacy")
 
-    project = catalogue.generate_project_catalogue()[0]
+    project = project_catalogue.generate_project_catalogue()[0]
     result: dict = {"spacy": spacy_module.__version__, "model": spacy_tagger.name}
     result["project_names"] = word_disagreement([p["name"] for p in project], spacy_tagger, rules)
     result["project_names"]["r_type_differ"] = r_type_disagreement(project, spacy_tagger, rules)

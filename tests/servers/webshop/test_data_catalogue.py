@@ -15,17 +15,18 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentgym.servers.embedded.webshop import catalogue
-from pytest_agentgym.servers.embedded.webshop.catalogue import (
+from pytest_agentgym.servers.embedded.webshop.catalogue import PROJECT_SOURCE, load_shop
+from pytest_agentgym.servers.embedded.webshop.data_files import (
     ATTRIBUTES_FILE,
-    CACHE_ENV,
     DATA_ENV,
     PRODUCTS_FILE,
-    PROJECT_SOURCE,
     REVIEWS_FILE,
     WebShopDataError,
+)
+from pytest_agentgym.servers.embedded.webshop.project_catalogue import (
+    CACHE_ENV,
+    catalogue_version,
     generate_project_catalogue,
-    load_shop,
     write_project_catalogue,
 )
 
@@ -146,7 +147,7 @@ def test_project_catalogue_is_the_same_bytes_every_time(tmp_path):
     assert elapsed < 2.0, f"generating the catalogue took {elapsed:.2f} s"
     assert sum(p.stat().st_size for p in first.iterdir()) < 3_000_000
     # another interpreter with another hash seed writes the same bytes (no set/hash order leaks in)
-    code = ("import sys; from pytest_agentgym.servers.embedded.webshop.catalogue import write_project_catalogue;"
+    code = ("import sys; from pytest_agentgym.servers.embedded.webshop.project_catalogue import write_project_catalogue;"
             "write_project_catalogue(sys.argv[1])")
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     subprocess.run([sys.executable, "-c", code, str(tmp_path / "c")], check=True, env=env)
@@ -170,7 +171,7 @@ def test_project_catalogue_is_plausible_shopping_data():
 def test_load_shop_without_data_writes_and_reuses_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv(CACHE_ENV, str(tmp_path))
     shop = load_shop()
-    cached = tmp_path / catalogue.catalogue_version()
+    cached = tmp_path / catalogue_version()
     assert sorted(p.name for p in cached.iterdir()) == sorted([PRODUCTS_FILE, ATTRIBUTES_FILE, REVIEWS_FILE])
     assert [p.name for p in tmp_path.iterdir()] == [cached.name]            # no scratch directory left
     assert shop.source == PROJECT_SOURCE and shop.comparable is False

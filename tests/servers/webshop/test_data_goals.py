@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentgym.servers.embedded.webshop.catalogue import DATA_ENV, load_shop
+from pytest_agentgym.servers.embedded.webshop.catalogue import load_shop
+from pytest_agentgym.servers.embedded.webshop.data_files import DATA_ENV
 from pytest_agentgym.servers.embedded.webshop.goals import (
     NO_PRICE_BOUND,
     build_goals,

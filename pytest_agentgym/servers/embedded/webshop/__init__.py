@@ -1,10 +1,12 @@
 """Embedded WebShop: AgentGym's ``agentenv-webshop`` wire protocol over a shop built
 once per process (docs/envs/webshop.md).
 
-``catalogue`` (the products, fixed prices, goals), ``goals``, ``reward``, ``nouns``
-(the original's reward and its noun tagger), ``search`` (BM25 over the catalogue),
-``pages`` (what each page of the web site shows), ``session`` (one env's state
-machine) and ``server`` (the FastAPI app, ``create_app()``).
+``catalogue`` (the shop: products, fixed prices, goals), ``data_files`` (the original's
+data files and their loader), ``project_catalogue`` and ``product_types`` (the shop played
+without them), ``goals``, ``reward``, ``nouns`` (the original's reward and its noun
+tagger), ``search`` (BM25 over the catalogue), ``pages`` (what each page of the web site
+shows), ``session`` (one env's state machine) and ``server`` (the FastAPI app,
+``create_app()``).
 """
 
 from __future__ import annotations
