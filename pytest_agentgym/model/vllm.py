@@ -118,7 +118,7 @@ class VLLMServer:
     def wait_ready(self) -> float:
         """Wait until ``GET /health`` answers 200; note the seconds it took and vLLM's version."""
         self.startup_s = self.process.wait_ready(poll_interval=0.25)
-        self.version = _served_version(self.url)
+        self.version = _served_version(self.url, self.process.startup_timeout)
         name = f"vLLM {self.version}" if self.version else "vLLM"
         self.notes.append(f"{name} started in {self.startup_s:.1f} s (spawn to healthy)")
         return self.startup_s
@@ -152,15 +152,16 @@ class VLLMServer:
         self.stop()
 
 
-def _served_version(url: str) -> str | None:
-    """vLLM's ``GET /version`` (``{"version": "0.32.0"}``), or None."""
-    import httpx
-
+def _served_version(url: str, within: float) -> str | None:
+    """vLLM's ``GET /version`` (``{"version": "0.32.0"}``), asked for up to ``within``
+    seconds (:func:`~pytest_agentgym.process.health.ask`: a busy machine delays the
+    answer, never drops it from the notes); None when it never answers or has none."""
+    from pytest_agentgym.process.health import NoAnswer, ask
     from pytest_agentgym.transport import http_client
 
     try:
         with http_client(timeout=5.0) as http:  # the plugin's proxy rule: none for our own vLLM
-            version = http.get(url + "/version").json().get("version")
-    except (httpx.HTTPError, ValueError, AttributeError):
+            version = ask(http, url + "/version", within).json().get("version")
+    except (NoAnswer, ValueError, AttributeError):
         return None
     return str(version) if version else None

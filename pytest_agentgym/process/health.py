@@ -13,6 +13,7 @@ import shlex
 import signal
 import socket
 import sys
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
@@ -123,6 +124,44 @@ def _why_not(client: httpx.Client, target: str, timeout: float, check: HealthChe
     if check.require_ok and response.status_code != 200:
         return f"GET {check.path} answered HTTP {response.status_code}"
     return None
+
+
+class NoAnswer(Exception):
+    """A server gave no answer to a question before its deadline (:func:`ask`)."""
+
+
+#: the pause between two tries of :func:`ask` after a failed connection or a 5xx
+ASK_PAUSE_S = 0.25
+
+
+def ask(client: httpx.Client, url: str, within: float) -> httpx.Response:
+    """The server's answer to ``GET url``, however long it takes within ``within`` seconds.
+
+    For a question whose answer goes into a run's record (a server's version, which
+    data it serves): one slow answer is waited for as long as the deadline allows, a
+    refused or dropped connection and a 5xx are asked again after a short pause, and
+    only a server that never answers by the deadline raises :class:`NoAnswer` (its
+    message says what the last try got). A busy machine makes the answer late, never
+    missing. Any answer below 500 is returned as it is: a 404 is the server saying it
+    has no such route."""
+    import httpx
+
+    deadline = time.monotonic() + within
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            response = client.get(url, timeout=max(left, 0.1))
+        except httpx.TimeoutException:
+            why = "no answer"
+        except httpx.TransportError as exc:
+            why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        else:
+            if response.status_code < 500:
+                return response
+            why = f"HTTP {response.status_code}"
+        if time.monotonic() + ASK_PAUSE_S >= deadline:
+            raise NoAnswer(f"GET {url}: {why} within {within:g} s")
+        time.sleep(ASK_PAUSE_S)  # a retry's pause, not a wait for a condition
 
 
 # -- commands and messages -------------------------------------------------------------

@@ -238,16 +238,18 @@ class RunResources:
         return [n for n in names if not self.settings.spec(n).in_process]
 
     def _identity(self, name: str, server: Any) -> str:
-        import httpx
-
+        """How ``name``'s server is known across runs (it goes into the fingerprint that a
+        resume is checked against): asked for as long as its start-up timeout allows, so
+        that a slow answer on a busy machine is never recorded as no answer."""
+        from pytest_agentgym.process.health import NoAnswer, ask
         from pytest_agentgym.results.fingerprint import server_identity
 
         spec = self.settings.spec(name)
         how = "attached" if server.attached else (f"embedded {spec.embedded}" if spec.embedded
                                                   else f"command {spec.command}")
         try:
-            answer = self._pool.http.get(server.url + "/", timeout=5.0).text
-        except httpx.HTTPError:
+            answer = ask(self._pool.http, server.url + "/", spec.startup_timeout).text
+        except NoAnswer:
             answer = None
         return server_identity(answer, how)
 

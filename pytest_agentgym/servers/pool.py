@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Literal, Mapping
 
 from pytest_agentgym.envs.spec import EnvSpec, resolve_replicas
-from pytest_agentgym.process.health import DEFAULT_HOST, build_argv, free_port, probe, probe_client
+from pytest_agentgym.process.health import DEFAULT_HOST, NoAnswer, ask, build_argv, free_port, probe, probe_client
 from pytest_agentgym.process.children import in_parallel
 from pytest_agentgym.process.errors import ServerError
 from pytest_agentgym.process.managed import ManagedServer
@@ -253,13 +253,19 @@ class ServerPool:
         """What ``env``'s server says a run must record about its data (``GET
         /embedded/data``'s ``note``: the embedded WebShop on the project catalogue is not
         comparable with published scores); None when it says nothing (the original servers
-        have no such route). Asks the first replica (they serve the same data)."""
-        import httpx
-
+        have no such route). Asks the first replica (they serve the same data), for as long
+        as the environment's start-up timeout allows (:func:`ask`): a busy machine delays
+        the note, never drops it. A server that never answers gets a note saying so."""
+        spec = self._spec(env)
+        url = self.start(env).url + "/embedded/data"
         try:
-            answer = self.http.get(self.start(env).url + "/embedded/data", timeout=5.0)
+            answer = ask(self.http, url, spec.startup_timeout)
+        except NoAnswer as exc:
+            return (f"{env}: its server did not say which data it serves ({exc}); this run cannot tell "
+                    f"whether its scores compare with published {env} scores")
+        try:
             note = answer.json().get("note") if answer.status_code == 200 else None
-        except (httpx.HTTPError, ValueError, AttributeError):
+        except (ValueError, AttributeError):
             return None
         return note if isinstance(note, str) and note else None
 

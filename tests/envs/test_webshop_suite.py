@@ -43,6 +43,35 @@ def test_the_moderate_suite_runs_webshop_on_the_local_node(project):
     assert NOTE in (run_dir / "report.html").read_text()
 
 
+LATE_NOTE_NODE = """\
+name: busy
+model:
+  endpoints: [{{kind: reference, policy: reference}}]
+limits: {{max_rounds: 10, episode_timeout: 60, concurrency: 2}}
+envs:
+  servers: spawn
+  WebShop: {{embedded: null, command: "{command}"}}
+"""
+
+
+def test_a_note_that_comes_late_is_still_recorded_everywhere(project):
+    """On a busy machine the shop's note about its data can come back after seconds: the run
+    waits for it (up to the server's start-up timeout) and records it in run.json, the header
+    and the report, as on a quiet machine. The server here is the real embedded WebShop with
+    its GET /embedded/data held back 8 s."""
+    from helpers.slow_data_webshop import command
+
+    (project.path / "busy.yaml").write_text(LATE_NOTE_NODE.format(command=command(delay=8)))
+    result = run(project, "suites/moderate", "--agentgym-node=busy.yaml", "--agentgym-envs=WebShop",
+                 "--agentgym-tasks=0-1", "--agentgym-run-id=late")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines([f"agentgym: {NOTE}*"])
+    run_dir = project.path / "reports" / "late"
+    info = json.loads((run_dir / "run.json").read_text())
+    assert sum(note.startswith(NOTE) for note in info["notes"]) == 1, info["notes"]
+    assert NOTE in (run_dir / "report.html").read_text()
+
+
 def test_the_random_policy_fails_the_gate(project):
     result = run(project, "suites/moderate", "--agentgym-envs=WebShop", "--agentgym-tasks=0-19",
                  "--agentgym-model=random", "--agentgym-run-id=random")
