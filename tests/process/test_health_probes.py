@@ -47,3 +47,47 @@ def test_one_health_probe_client_serves_every_poll_of_a_server_lifecycle(tmp_pat
     assert len(probes) >= 2, f"the server answered at once: the test did not poll ({(tmp_path / 'slow.log').read_text()})"
     assert len(made) == 1
     assert all(client is probes[0] and client is not None for client in probes)
+
+
+# -- ask: a question whose answer goes into a run's record ------------------------------
+
+
+def faulty_server(tmp_path):
+    from helpers.env_faults import command
+
+    return process.ManagedServer("faulty", command=command("env_idx"), log_path=tmp_path / "faulty.log",
+                                 startup_timeout=60).start()
+
+
+def test_ask_waits_for_a_late_answer_and_names_what_never_came(tmp_path):
+    import httpx
+
+    server = faulty_server(tmp_path)
+    try:
+        with health.probe_client() as client:
+            assert health.ask(client, server.url + "/observation", within=10).status_code == 200
+            assert health.ask(client, server.url + "/no-such-route", within=10).status_code == 404  # an answer
+            httpx.post(server.url + "/_fault", json={"on": "/observation", "hang": True}, timeout=10)
+            try:
+                health.ask(client, server.url + "/observation", within=1.5)
+            except health.NoAnswer as exc:
+                assert str(exc) == f"GET {server.url}/observation: no answer within 1.5 s"
+            else:
+                raise AssertionError("a server that never answers was taken as answering")
+    finally:
+        server.stop()
+
+
+def test_ask_asks_again_while_nothing_listens_yet(tmp_path):
+    """The slow server above listens only after 1.5 s: ask retries the refused connection."""
+    script = tmp_path / "slow.py"
+    script.write_text(SLOW_SERVER)
+    port = health.free_port()
+    child = process.ManagedServer("slow", command=[sys.executable, str(script), "{port}"], port=port,
+                                  log_path=tmp_path / "slow.log", startup_timeout=30)
+    child.spawn()
+    try:
+        with health.probe_client() as client:
+            assert health.ask(client, health.server_url("127.0.0.1", port) + "/", within=30).text == "ok"
+    finally:
+        child.stop()
