@@ -6,8 +6,9 @@ The public API, what users and other plugins may import from here:
 - the records of a run: :class:`EpisodeRecord`, :class:`Turn`, :class:`ErrorInfo`,
   :class:`RunInfo` (``pytest_agentgym.results.records``)
 - the run-directory reader :class:`RunDir` (``pytest_agentgym.results.store``) and
-  :func:`current_records`, which keeps what a run counts (the newest generation of
-  each episode): ``current_records(RunDir(path).read_episodes())``
+  :func:`current_records` (``pytest_agentgym.results.current``), which keeps what a run
+  counts (the newest generation of each episode):
+  ``current_records(RunDir(path).read_episodes())``
 - ``hookspecs``: the module of the plugin's hook specifications
   (``pytest_agentgym.plugin.hookspecs``), for instance
   ``pytest_agentgym_add_environments``
@@ -51,7 +52,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "Turn": ("pytest_agentgym.results.records", "Turn"),
     "ErrorInfo": ("pytest_agentgym.results.records", "ErrorInfo"),
     "RunInfo": ("pytest_agentgym.results.records", "RunInfo"),
-    "current_records": ("pytest_agentgym.results.records", "current_records"),
+    "current_records": ("pytest_agentgym.results.current", "current_records"),
     "RunDir": ("pytest_agentgym.results.store", "RunDir"),
     "hookspecs": ("pytest_agentgym.plugin.hookspecs", None),
     "evaluate": ("pytest_agentgym.plugin.evaluate", "evaluate"),
@@ -61,7 +62,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 if TYPE_CHECKING:  # for type checkers and IDEs only; never runs
     from pytest_agentgym.plugin import hookspecs
     from pytest_agentgym.plugin.evaluate import Evaluation, evaluate
-    from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo, RunInfo, Turn, current_records
+    from pytest_agentgym.results.current import current_records
+    from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo, RunInfo, Turn
     from pytest_agentgym.results.store import RunDir
 
 

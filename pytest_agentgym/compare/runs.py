@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Mapping
 
 from pytest_agentgym.compare.error import CompareError
+from pytest_agentgym.results.current import Key, current_records
 from pytest_agentgym.results.reading import read_record_at, record_without_turns
-from pytest_agentgym.results.records import EpisodeRecord, Key, RunInfo, current_records
+from pytest_agentgym.results.records import EpisodeRecord, RunInfo
 from pytest_agentgym.results.store import RunDir
 
 _GIVE = "give a run directory that holds run.json and episodes.jsonl (e.g. reports/<run_id>)"

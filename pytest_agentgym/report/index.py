@@ -286,9 +286,9 @@ class EpisodeTally:
     readers' one line loop; a line still being written is left for the next read), so
     following a run of 10,000 episodes costs the new lines only. Each line is read and checked
     as :func:`~pytest_agentgym.results.reading.read_episodes_file` reads it (strict JSON,
-    :func:`~pytest_agentgym.results.records.check_record_data`) and kept without its turns;
+    :func:`~pytest_agentgym.results.record_checks.check_record_data`) and kept without its turns;
     of each (env, task, repeat) the first record of the newest generation counts, as
-    :func:`~pytest_agentgym.results.records.current_records` says. A file replaced or cut
+    :func:`~pytest_agentgym.results.current.current_records` says. A file replaced or cut
     shorter is read again from its start."""
 
     def __init__(self, path: Path) -> None:
@@ -321,7 +321,7 @@ class EpisodeTally:
     def figures(self) -> tuple[str, dict[str, EnvFigures], int, int]:
         """``(source, envs, episodes, errors)`` of what was read so far."""
         from pytest_agentgym.results.aggregate import summarize
-        from pytest_agentgym.results.records import current_records
+        from pytest_agentgym.results.current import current_records
 
         if self._inode is None:
             return "", {}, 0, 0

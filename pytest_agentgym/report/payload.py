@@ -25,10 +25,11 @@ from typing import Any, Sequence
 import orjson
 from markupsafe import Markup
 
+from pytest_agentgym.results.current import Duplicate
 from pytest_agentgym.results.jsonl import SkippedLine, finite_json, json_utf8
 from pytest_agentgym.results.reading import read_episodes_file, record_without_turns
+from pytest_agentgym.results.records import TURN_NAMES, TURN_REQUIRED, EpisodeRecord, Turn
 from pytest_agentgym.results.redact import redact_text
-from pytest_agentgym.results.records import TURN_NAMES, TURN_REQUIRED, Duplicate, EpisodeRecord, Turn
 
 #: Trajectory data (uncompressed JSON bytes) above which chunks are gzipped.
 COMPRESS_ABOVE = 2_000_000

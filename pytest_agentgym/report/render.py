@@ -40,10 +40,6 @@ from typing import Any, Iterator, Sequence
 import jinja2
 from markupsafe import Markup, escape
 
-from pytest_agentgym.results.aggregate import EnvSummary, summarize
-from pytest_agentgym.results.gates import NOT_JUDGED
-from pytest_agentgym.results.jsonl import finite_json
-from pytest_agentgym.results.redact import redact_data, redact_text
 from pytest_agentgym.report import charts
 from pytest_agentgym.report.compare_view import baseline_view
 from pytest_agentgym.report.page import assets, environment, format_duration, script_json, write_page
@@ -59,7 +55,12 @@ from pytest_agentgym.report.payload import (  # noqa: F401  (re-exported: the pa
     read_for_report,
     trajectory_json,
 )
-from pytest_agentgym.results.records import EpisodeRecord, RunInfo, current_records, parse_time
+from pytest_agentgym.results.aggregate import EnvSummary, summarize
+from pytest_agentgym.results.current import current_records
+from pytest_agentgym.results.gates import NOT_JUDGED
+from pytest_agentgym.results.jsonl import finite_json
+from pytest_agentgym.results.records import EpisodeRecord, RunInfo, parse_time
+from pytest_agentgym.results.redact import redact_data, redact_text
 from pytest_agentgym.results.store import RunDir
 
 REPORT_FILE = "report.html"

@@ -43,8 +43,9 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Literal, Sequence
 
 from pytest_agentgym.results.conversation import Sidecars, conversation, messages_sent, opening_of, read_sidecars
+from pytest_agentgym.results.current import current_records
 from pytest_agentgym.results.jsonl import ResultsWriteError, describe_write_error, encode_line
-from pytest_agentgym.results.records import EpisodeRecord, current_records, outcome_of, task_order
+from pytest_agentgym.results.records import EpisodeRecord, outcome_of, task_order
 from pytest_agentgym.results.redact import redact_text
 from pytest_agentgym.results.store import RunDir
 

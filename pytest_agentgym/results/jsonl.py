@@ -235,7 +235,7 @@ def parse_fast(raw: bytes, fallback: Callable[[bytes], Any] = parse_line) -> Any
 
     One difference stays: orjson reads an integer beyond 64 bits as the nearest float. Both
     readers take the same lines as records all the same (a whole-number field refuses either
-    form, :func:`~pytest_agentgym.results.records.check_record_data`; a number field takes
+    form, :func:`~pytest_agentgym.results.record_checks.check_record_data`; a number field takes
     either); a reader that writes a line back (merge) looks for such a float."""
     try:
         return orjson.loads(raw)

@@ -10,7 +10,7 @@ A :class:`RunLedger` owns ``run.json`` and ``episodes.jsonl`` of one run:
 * ``--agentgym-resume`` reopens one: the scored episodes of earlier generations
   are *kept* (their items report the stored record), every other episode runs
   again as generation ``n + 1``; readers count the newest generation of each
-  (env, task, repeat) (:func:`~pytest_agentgym.results.records.current_records`);
+  (env, task, repeat) (:func:`~pytest_agentgym.results.current.current_records`);
 * the status in run.json follows the run: ``running`` while it runs, then one of
   the end states (:func:`final_status`), or ``crashed`` when a later reader finds a
   ``running`` run whose process is gone (:func:`settle_crashed`).
@@ -27,8 +27,9 @@ import socket
 from pathlib import Path
 from typing import Any, Iterable
 
+from pytest_agentgym.results.current import current_records
 from pytest_agentgym.results.lock import RunDirBusy, RunLock, this_process
-from pytest_agentgym.results.records import EpisodeRecord, RunInfo, current_records
+from pytest_agentgym.results.records import EpisodeRecord, RunInfo
 from pytest_agentgym.results.store import LATEST, RunDir
 
 

@@ -31,8 +31,9 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from pytest_agentgym.results.current import Duplicate
 from pytest_agentgym.results.jsonl import SkippedLine
-from pytest_agentgym.results.records import Duplicate, EpisodeRecord
+from pytest_agentgym.results.records import EpisodeRecord
 
 #: The index's own layout; a reader of another one reads the file instead.
 FORMAT = 2

@@ -5,16 +5,16 @@ and trend, merge, resume and the rollout service all read a run's records throug
 :func:`read_episodes_file`, so they agree on what a run holds:
 
 * a line that is no record (not UTF-8, not JSON, another JSON type, a field of the
-  wrong type, a non-finite number: :func:`~pytest_agentgym.results.records.check_record_data`)
+  wrong type, a non-finite number: :func:`~pytest_agentgym.results.record_checks.check_record_data`)
   is skipped and reported with its line number and the reason
   (:class:`~pytest_agentgym.results.jsonl.SkippedLine`);
 * a second record of the same (env, task, repeat) in the same generation is a
-  :class:`~pytest_agentgym.results.records.Duplicate`: the first written counts (the
+  :class:`~pytest_agentgym.results.current.Duplicate`: the first written counts (the
   file is append-only, so the first line is the first thing the run said of the
   episode; a later copy adds nothing), the others are left out and reported with both
   line numbers and whether the lines are the same bytes;
 * of the rest, each (env, task, repeat) counts once, in its newest generation
-  (:func:`~pytest_agentgym.results.records.current_records`).
+  (:func:`~pytest_agentgym.results.current.current_records`).
 
 Lines are parsed by :func:`~pytest_agentgym.results.jsonl.parse_fast` (orjson, the
 standard library for what orjson refuses); a line whose record is refused is read again
@@ -35,17 +35,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from pytest_agentgym.results import light_index
+from pytest_agentgym.results.current import Duplicate, Key, Records, current_records
 from pytest_agentgym.results.jsonl import UNREADABLE, SkippedLine, parse_fast, parse_line, read_numbered
-from pytest_agentgym.results.records import (
-    TURN_NAMES,
-    TURN_REQUIRED,
-    Duplicate,
-    EpisodeRecord,
-    Key,
-    Records,
-    check_record_data,
-    current_records,
-)
+from pytest_agentgym.results.record_checks import check_record_data
+from pytest_agentgym.results.records import TURN_NAMES, TURN_REQUIRED, EpisodeRecord
 
 __all__ = ["EpisodesFile", "read_episodes_file", "read_record_at", "record_without_turns"]
 
@@ -57,7 +50,7 @@ class EpisodesFile:
 
     path: Path
     #: every record that counts or counted (superseded generations included), duplicates left
-    #: out, in file order; a :class:`~pytest_agentgym.results.records.Records` that carries
+    #: out, in file order; a :class:`~pytest_agentgym.results.current.Records` that carries
     #: ``duplicates`` and ``skipped``
     records: Records
     #: the line number of each of ``records``

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pytest_agentgym.results.conversation import PROMPTS_FILE, TOKENS_FILE, opening_line, tokens_line
+from pytest_agentgym.results.current import Duplicate, Records
 from pytest_agentgym.results.jsonl import (
     ResultsWriteError,
     SkippedLine,
@@ -38,8 +39,8 @@ from pytest_agentgym.results.jsonl import (
     strict_dumps,
 )
 from pytest_agentgym.results.reading import EpisodesFile, read_episodes_file
+from pytest_agentgym.results.records import EpisodeRecord, RunInfo
 from pytest_agentgym.results.redact import redact_data
-from pytest_agentgym.results.records import Duplicate, EpisodeRecord, Records, RunInfo
 
 __all__ = ["RunDir", "ResultsWriteError", "SkippedLine", "check_writable", "point_latest"]
 
@@ -139,7 +140,7 @@ class RunDir:
         """The records in file order (superseded generations included, duplicates left out);
         skipped lines and duplicates are warned about and kept in ``self.skipped`` and
         ``self.duplicates`` (and on the returned list, which
-        :func:`~pytest_agentgym.results.records.current_records` passes on)."""
+        :func:`~pytest_agentgym.results.current.current_records` passes on)."""
         return self.read().records
 
     def read_episodes_report(self) -> tuple[Records, list[SkippedLine]]:

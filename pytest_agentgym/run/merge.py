@@ -38,13 +38,14 @@ from typing import Any, Iterable, Sequence
 
 from pytest_agentgym.results import fingerprint
 
-from pytest_agentgym.run import shards
 from pytest_agentgym.config.tasks import describe_keys
 from pytest_agentgym.results.aggregate import summaries_record
+from pytest_agentgym.results.current import Duplicate, Records, current_records
 from pytest_agentgym.results.gates import GateVerdict
 from pytest_agentgym.results.reading import read_episodes_file, record_without_turns
-from pytest_agentgym.results.records import Duplicate, EpisodeRecord, Records, RunInfo, current_records
+from pytest_agentgym.results.records import EpisodeRecord, RunInfo
 from pytest_agentgym.results.store import RunDir
+from pytest_agentgym.run import shards
 
 #: run.json settings that every shard must share: they change what is measured or how it is gated.
 MUST_MATCH = ("envs", "tasks", "repeat", "max_rounds", "episode_timeout", "seed", "retries", "sampling",
@@ -75,7 +76,7 @@ class ShardRun:
 
     @functools.cached_property
     def current(self) -> Records:
-        """What the shard counts (:func:`~pytest_agentgym.results.records.current_records`)."""
+        """What the shard counts (:func:`~pytest_agentgym.results.current.current_records`)."""
         return current_records(self.records)
 
     @property

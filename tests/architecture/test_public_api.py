@@ -62,13 +62,13 @@ def test_each_name_resolves(name):
 
 def test_names_are_the_internal_objects():
     from pytest_agentgym.plugin import hookspecs
-    from pytest_agentgym.results import records, store
+    from pytest_agentgym.results import current, records, store
 
     assert pytest_agentgym.EpisodeRecord is records.EpisodeRecord
     assert pytest_agentgym.Turn is records.Turn
     assert pytest_agentgym.ErrorInfo is records.ErrorInfo
     assert pytest_agentgym.RunInfo is records.RunInfo
-    assert pytest_agentgym.current_records is records.current_records
+    assert pytest_agentgym.current_records is current.current_records
     assert pytest_agentgym.RunDir is store.RunDir
     assert pytest_agentgym.hookspecs is hookspecs
     assert isinstance(pytest_agentgym.hookspecs, types.ModuleType)

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentgym.results.aggregate import summaries_record, summarize
+from pytest_agentgym.results.current import current_records
 from pytest_agentgym.results.lock import this_process
-from pytest_agentgym.results.records import current_records
 from pytest_agentgym.results.store import RunDir
 
 from helpers import REPO

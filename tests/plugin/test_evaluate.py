@@ -67,7 +67,7 @@ def test_three_evaluations_in_one_process_match_pytest_and_leave_nothing_behind(
         assert call["metrics"] == calls[0]["metrics"]
     # the same figures as the pytest run of the same tasks (its run.json counts, its records)
     from pytest_agentgym.results.aggregate import summarize
-    from pytest_agentgym.results.records import current_records
+    from pytest_agentgym.results.current import current_records
     from pytest_agentgym.results.store import RunDir
 
     cli = summarize(current_records(RunDir(pytester.path / "reports" / "cli").read_episodes()))

@@ -13,8 +13,9 @@ import sys
 
 import pytest
 
+from pytest_agentgym.results.current import current_records
 from pytest_agentgym.results.ledger import LedgerError, RunLedger, settle_crashed, this_process
-from pytest_agentgym.results.records import ErrorInfo, current_records
+from pytest_agentgym.results.records import ErrorInfo
 
 from helpers.report_fixtures import make_episode, make_info, write_run
 

@@ -18,9 +18,10 @@ import pytest
 from pytest_agentgym.compare.runs import load_run
 from pytest_agentgym.report.payload import read_for_report
 from pytest_agentgym.report.render import render_run_dir
-from pytest_agentgym.results.ledger import RunLedger
 from pytest_agentgym.results.jsonl import encode_line
-from pytest_agentgym.results.records import EpisodeRecord, check_record_data
+from pytest_agentgym.results.ledger import RunLedger
+from pytest_agentgym.results.record_checks import check_record_data
+from pytest_agentgym.results.records import EpisodeRecord
 from pytest_agentgym.results.store import RunDir
 
 from helpers.report_fixtures import make_episode, make_info, write_run

@@ -41,9 +41,10 @@ from pytest_agentgym.compare.runs import load_run
 from pytest_agentgym.report.payload import read_for_report
 from pytest_agentgym.report.render import render_run_dir
 from pytest_agentgym.report.trend import build_trend
+from pytest_agentgym.results.current import current_records
 from pytest_agentgym.results.jsonl import encode_line
 from pytest_agentgym.results.ledger import RunLedger
-from pytest_agentgym.results.records import EpisodeRecord, current_records
+from pytest_agentgym.results.records import EpisodeRecord
 from pytest_agentgym.results.store import RunDir
 from pytest_agentgym.run import shards
 from pytest_agentgym.run.merge import MergeError, merge
