@@ -30,6 +30,7 @@ from pytest_agentgym.results.jsonl import encode_line, parse_line
 from pytest_agentgym.results.records import EpisodeRecord
 from pytest_agentgym.results.store import RunDir
 from pytest_agentgym.run import merge as merging
+from pytest_agentgym.run import merge_checks
 from pytest_agentgym.run import shards
 from pytest_agentgym.run.merge import merge
 from pytest_agentgym.run.plans import EnvPlan, plan_record
@@ -100,9 +101,9 @@ def standard_library(monkeypatch):
     def enter() -> None:
         slow = functools.partial(reading.read_episodes_file, parse=parse_line)
         monkeypatch.setattr(store, "read_episodes_file", slow)
-        monkeypatch.setattr(merging, "read_episodes_file", slow)
+        monkeypatch.setattr(merge_checks, "read_episodes_file", slow)
         monkeypatch.setattr(compare_loading, "record_without_turns", EpisodeRecord.from_line)
-        monkeypatch.setattr(merging, "record_without_turns", EpisodeRecord.from_line)
+        monkeypatch.setattr(merge_checks, "record_without_turns", EpisodeRecord.from_line)
 
     return enter
 

@@ -107,7 +107,7 @@ def test_every_reader_skips_a_line_that_is_no_record(tmp_path, case):
 
 @pytest.mark.parametrize("case", list(NOT_RECORDS))
 def test_merge_skips_a_line_that_is_no_record(tmp_path, case):
-    from pytest_agentgym.run.merge import load
+    from pytest_agentgym.run.merge_checks import load
 
     line, reason = NOT_RECORDS[case]
     run = _run_with(tmp_path, line)

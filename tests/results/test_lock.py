@@ -87,7 +87,8 @@ def test_the_holder_may_ask_again(tmp_path):
 
 
 def test_a_merge_into_a_directory_a_run_writes_is_refused(holder):
-    from pytest_agentgym.run.merge import MergeError, merge
+    from pytest_agentgym.run.merge import merge
+    from pytest_agentgym.run.merge_checks import MergeError
 
     run_dir, proc = holder
     shard = run_dir.parent / "shard"

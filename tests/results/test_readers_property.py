@@ -47,7 +47,8 @@ from pytest_agentgym.results.ledger import RunLedger
 from pytest_agentgym.results.records import EpisodeRecord
 from pytest_agentgym.results.store import RunDir
 from pytest_agentgym.run import shards
-from pytest_agentgym.run.merge import MergeError, merge
+from pytest_agentgym.run.merge import merge
+from pytest_agentgym.run.merge_checks import MergeError
 from pytest_agentgym.run.plans import EnvPlan, plan_record
 
 from helpers.report_fixtures import make_episode, make_info, write_run
