@@ -45,7 +45,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from markupsafe import escape
 
-from pytest_agentgym.report.index import RowCache, RunRow, find_runs, index_parts, read_index, table_html
+from pytest_agentgym.report.index import find_runs, index_parts, read_index, table_html
+from pytest_agentgym.report.run_rows import RowCache, RunRow
 from pytest_agentgym.results.store import EPISODES_FILE
 
 #: How often a running run's page asks whether the run changed.

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentgym.report.index import RowCache, read_index, refresh_index, write_index
+from pytest_agentgym.report.index import read_index, refresh_index, write_index
+from pytest_agentgym.report.run_rows import RowCache
 from pytest_agentgym.results.store import RunDir, point_latest
 
 from helpers import REPO
@@ -188,7 +189,7 @@ def test_an_index_that_cannot_be_written_leaves_the_run_as_it_was(pytester):
 def test_a_tally_follows_a_growing_file_as_every_reader_reads_it(tmp_path):
     import dataclasses
 
-    from pytest_agentgym.report.index import EpisodeTally
+    from pytest_agentgym.report.run_rows import EpisodeTally
     from pytest_agentgym.results.aggregate import summarize
     from pytest_agentgym.results.reading import read_episodes_file
 
@@ -220,7 +221,7 @@ def test_a_tally_follows_a_growing_file_as_every_reader_reads_it(tmp_path):
 
 
 def test_a_tally_skips_the_lines_every_reader_skips(tmp_path):
-    from pytest_agentgym.report.index import EpisodeTally
+    from pytest_agentgym.report.run_rows import EpisodeTally
     from pytest_agentgym.results.aggregate import summarize
     from pytest_agentgym.results.reading import read_episodes_file
 

@@ -99,7 +99,7 @@ def test_every_reader_skips_a_line_that_is_no_record(tmp_path, case):
     ledger = RunLedger.resume(run.path)  # resume keeps the scored episodes
     assert sorted(key[1] for key in ledger.kept) == [0, 1, 2]
 
-    from pytest_agentgym.report.index import EpisodeTally
+    from pytest_agentgym.report.run_rows import EpisodeTally
 
     tally = EpisodeTally(run.episodes_file).update()  # the runs index's live tally
     assert tally.figures()[2] == 3 and tally.skipped == 1
