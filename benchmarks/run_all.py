@@ -1,10 +1,10 @@
 """Every performance benchmark of issue 11, in one table ("model-bound, not harness-bound").
 
     python benchmarks/run_all.py [--before PATH] [--repeats 3] [--only NAME,...] [--quick]
-                                 [--out benchmarks/results.json]
+                                 [--out benchmarks/results/run_all.json]
 
 Each benchmark runs the plugin as users do (a pytest process on suites/, real
-environment servers on loopback) against ``benchmarks/fake_model.py``, an
+environment servers on loopback) against ``benchmarks/common/fake_model.py``, an
 OpenAI-compatible model on loopback that answers after a fixed delay. With
 ``--before PATH`` (another checkout, e.g. ``git worktree add --detach
 ../before <commit>``) every measurement is taken on both trees, interleaved
@@ -31,7 +31,7 @@ cpu_per_step        instant model, Maze, c8, 200 episodes (--quick: 100) at 2, 1
                     first wave to the last episode (bench_probe's mark)
 step_cost           instant model, Maze, 20 rounds, 100 episodes one after
                     another through episode.run_episode in one process
-                    (benchmarks/step_cost.py): the harness's CPU per step by
+                    (benchmarks/engine/step_cost.py): the harness's CPU per step by
                     round, as thread CPU between model calls; rounds 14-18
                     against rounds 1-5 (flat: <= 1.2)
 agentgym            instant reference-policy model, Maze tasks 0-24, 20 rounds, one server: the
@@ -55,9 +55,9 @@ report              render report.html of a synthetic 10,000-episode run in a
                     fresh process: wall seconds and peak RSS (<= 2 s, <= 150 MB)
 server_cost         one embedded server process (Maze via lmrlgym, TextCraft, BabyAI),
                     32 clients on loopback doing create, reset, step, observation
-                    (benchmarks/server_cost.py): the server's CPU per request, per
+                    (benchmarks/servers/server_cost.py): the server's CPU per request, per
                     route (<server>_<route>_us), and steps answered per second
-data                benchmarks/data_commands.py, fresh processes on synthetic runs
+data                benchmarks/data/data_commands.py, fresh processes on synthetic runs
                     (--quick: a fifth of the episodes): compare of two 10,000-
                     episode runs (<= 1 s, <= 100 MB), trend over 5/10/20 runs of
                     1,000 (20 runs <= 3 s; trend20_over_10 about 2: linear),
@@ -87,6 +87,7 @@ from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+sys.path[:0] = [str(REPO), str(REPO / "tests")]  # benchmarks.* and the tests' helpers: benchmarks/README.md
 RUN_LIMIT_S = 600
 
 #: figure -> (target, "<=" or ">=")
@@ -117,12 +118,12 @@ TARGETS: dict[str, tuple[float, str]] = {
 
 
 class FakeModel:
-    """benchmarks/fake_model.py on a free loopback port, for the ``with`` block."""
+    """benchmarks/common/fake_model.py on a free loopback port, for the ``with`` block."""
 
     def __init__(self, delay_ms: float, policy: str = "fixed") -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "fake_model.py"), "--delay-ms", str(delay_ms), "--max-seconds", "3600",
-             "--policy", policy],
+            [sys.executable, str(HERE / "common" / "fake_model.py"), "--delay-ms", str(delay_ms),
+             "--max-seconds", "3600", "--policy", policy],
             stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
         line = self.proc.stdout.readline()  # type: ignore[union-attr]
         if not line.startswith("READY"):
@@ -152,7 +153,7 @@ def pytest_run(tree: Path, args: list[str], *, work: Path, limit: float = RUN_LI
     probe = work / f"probe-{time.monotonic_ns()}.json"
     reports = work / "reports"
     run_id = f"bench-{time.monotonic_ns()}"
-    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{HERE}", "AGENTGYM_BENCH_PROBE": str(probe),
+    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{HERE / 'common'}", "AGENTGYM_BENCH_PROBE": str(probe),
            **(probe_env or {})}
     env.pop("AGENTGYM_NATS", None)
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "bench_probe",
@@ -242,7 +243,7 @@ def bench_cpu_per_step(tree: Path, work: Path, quick: bool) -> dict[str, float]:
 
 def bench_step_cost(tree: Path, work: Path, quick: bool, *, server_url: str) -> dict[str, float]:
     with FakeModel(0) as model:
-        done = subprocess.run([sys.executable, str(HERE / "step_cost.py"), "--env-url", server_url,
+        done = subprocess.run([sys.executable, str(HERE / "engine" / "step_cost.py"), "--env-url", server_url,
                                "--model-url", model.url, "--episodes", "50" if quick else "100"],
                               cwd=tree, capture_output=True, text=True, timeout=RUN_LIMIT_S,
                               env={**os.environ, "PYTHONPATH": str(tree)})
@@ -276,7 +277,7 @@ def bench_agentgym(tree: Path, work: Path, quick: bool, *, python: str, server_u
                                  f"--agentgym-max-rounds={rounds}", f"--agentgym-tasks={tasks}"], work=work)
         stats = model.stats(reset=True)
         our_rate = len(ours["records"]) / (stats["last"] - stats["first"])
-        done = subprocess.run([python, str(HERE / "agentgym_loop.py"), "--env-url", server_url + "/maze",
+        done = subprocess.run([python, str(HERE / "engine" / "agentgym_loop.py"), "--env-url", server_url + "/maze",
                                "--model-url", model.url, "--tasks", tasks, "--max-rounds", str(rounds)],
                               capture_output=True, text=True, timeout=RUN_LIMIT_S)
         stats = model.stats()
@@ -321,12 +322,12 @@ _RENDER = ("import re, sys, time; t = time.perf_counter(); "
 
 
 def bench_rollouts(tree: Path, work: Path, quick: bool) -> dict[str, float]:
-    """The rollout service (benchmarks/rollouts.py) at 128 and 512 in flight, TextCraft, 200 ms
+    """The rollout service (benchmarks/training/rollouts.py) at 128 and 512 in flight, TextCraft, 200 ms
     model, 64 ids x n=8 per batch (--quick: 32), with the environment on 1 and 2 server
     processes (a tree without --replicas: 1 only); one batch per setting per call."""
     out = work / f"rollouts-{tree.name}-{time.monotonic_ns()}.json"
     replicas = ["1", "2"] if "--replicas" in (tree / "pytest_agentgym" / "cli" / "__init__.py").read_text() else ["1"]
-    command = [sys.executable, str(HERE / "rollouts.py"), "--tree", str(tree), "--concurrency", "128", "512",
+    command = [sys.executable, str(HERE / "training" / "rollouts.py"), "--tree", str(tree), "--concurrency", "128", "512",
                "--replicas", *replicas, "--ids", "32" if quick else "64", "--repeats", "1", "--json-out", str(out)]
     done = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=RUN_LIMIT_S,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
@@ -345,8 +346,8 @@ def bench_rollouts(tree: Path, work: Path, quick: bool) -> dict[str, float]:
 
 
 def bench_server_cost(tree: Path, work: Path, quick: bool) -> dict[str, float]:
-    """benchmarks/server_cost.py on ``tree``'s servers, one sample (run_all repeats and interleaves)."""
-    done = subprocess.run([sys.executable, str(HERE / "server_cost.py"), "--tree", str(tree), "--repeats", "1",
+    """benchmarks/servers/server_cost.py on ``tree``'s servers, one sample (run_all repeats and interleaves)."""
+    done = subprocess.run([sys.executable, str(HERE / "servers" / "server_cost.py"), "--tree", str(tree), "--repeats", "1",
                            "--requests", "800" if quick else "1600", "--json"],
                           cwd=work, capture_output=True, text=True, timeout=RUN_LIMIT_S)
     if done.returncode != 0:
@@ -365,8 +366,8 @@ def bench_report(tree: Path, work: Path, quick: bool, *, synthetic: Path) -> dic
 
 
 def bench_data(tree: Path, work: Path, quick: bool, *, runs: dict[str, Any]) -> dict[str, float]:
-    """compare, trend and merge on the synthetic runs made once (benchmarks/data_commands.py)."""
-    import data_commands
+    """compare, trend and merge on the synthetic runs made once (benchmarks/data/data_commands.py)."""
+    from benchmarks.data import data_commands
 
     return data_commands.measure(tree, work, runs)
 
@@ -395,7 +396,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller runs (fewer episodes)")
     parser.add_argument("--agentgym-python", default="/work/venv-agentenv/bin/python",
                         help="an interpreter that can import agentenv (AgentGym's client)")
-    parser.add_argument("--out", default=str(HERE / "results.json"))
+    parser.add_argument("--out", default=str(HERE / "results" / "run_all.json"))
     parser.add_argument("--table-from", metavar="LOG", action="append",
                         help="measure nothing: build the table and --out from the sample lines that "
                              "earlier runs printed (e.g. a run stopped before its end); repeatable")
@@ -442,7 +443,7 @@ def main() -> None:
             extra["report"] = {"synthetic": _synthetic_run(trees.get("before", REPO), work / "synthetic",
                                                            1000 if args.quick else 10_000)}
         if "data" in chosen:
-            import data_commands
+            from benchmarks.data import data_commands
 
             extra["data"] = {"runs": data_commands.make_runs(trees.get("before", REPO), work / "data", args.quick,
                                                              finish=list(trees.values()))}

@@ -15,7 +15,7 @@ left, ``alpha * (1 - looks * share)`` (0.047 at alpha 0.05). However the looks
 fall, the chance of a false alarm over the whole run stays at most alpha, and the
 chance of a wrong ``ok`` at most alpha / 2, as for the fixed-size comparison; the
 price is the slightly smaller final alpha. Measured:
-benchmarks/gate_calibration.py --sequential.
+benchmarks/gates/gate_calibration.py --sequential.
 
 A threshold gate (``success_rate >= 0.8``) is decided exactly, with no
 statistics (:func:`gate_decided`): when no score of the episodes left could

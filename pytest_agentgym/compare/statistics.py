@@ -157,7 +157,7 @@ def discrete_holm(p_values: dict[str, float], supports: dict[str, Sequence[float
     changed tasks) costs the others nothing below its smallest attainable value,
     where Holm charges it a full share. With no support given (continuous tests)
     this is Holm's adjustment exactly. Its false-alarm rate and power against Holm:
-    benchmarks/gate_calibration.py --holm."""
+    benchmarks/gates/gate_calibration.py --holm."""
     ordered = sorted(p_values.items(), key=lambda item: item[1])
     running, adjusted = 0.0, {}
     for rank, (name, p) in enumerate(ordered):
@@ -231,7 +231,7 @@ def floored_t_interval(differences: Sequence[float], alpha: float, span: float) 
     binary outcome with no discordant task. ``span`` is the reward's range. On
     near-constant rewards the plain t interval collapses to a point (every task
     tied) and a real drop is "ruled out"; the floor keeps its coverage (measured
-    in benchmarks/gate_calibration.py --reward). None below two tasks."""
+    in benchmarks/gates/gate_calibration.py --reward). None below two tasks."""
     plain = t_interval(differences, alpha)
     if plain is None:
         return None

@@ -21,7 +21,7 @@ unchanged model fails the trend with probability at most alpha however many
 checkpoints and environments there are. Earlier steps are shown, not judged
 again. The best so far is picked as the highest *observed* value, so the last
 run tends to fall short of it by chance (the winner's curse): its verdict is shown as
-information and never decides the exit status. benchmarks/trend_calibration.py
+information and never decides the exit status. benchmarks/gates/trend_calibration.py
 measures both rates.
 
 One run of the trend and one row of an environment's trend are

@@ -14,7 +14,7 @@ is Student's t interval of the rewards with one pseudo-reward added at each end
 of the environment's reward range (``reward_range`` in configs/envs.yaml; the
 observed range when none is known), a floor on the variance that keeps a few
 rare non-zero rewards from giving a falsely narrow interval, clipped to that
-range. benchmarks/interval_coverage.py measured their coverage; the table and the
+range. benchmarks/gates/interval_coverage.py measured their coverage; the table and the
 methods considered are in docs/results.md.
 """
 

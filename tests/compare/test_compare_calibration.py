@@ -1,6 +1,6 @@
 """The checkpoint gate's false-alarm rate stays within binomial noise of alpha.
 
-Runs the simulation of benchmarks/gate_calibration.py (real run directories in the
+Runs the simulation of benchmarks/gates/gate_calibration.py (real run directories in the
 results format, judged by compare_runs) on a small grid: A/A pairs, where every
 ``regressed`` verdict is a false alarm.
 """
@@ -14,14 +14,14 @@ import pytest
 
 from helpers import REPO
 
-BENCHMARK = REPO / "benchmarks" / "gate_calibration.py"
+BENCHMARKS = REPO / "benchmarks" / "gates"
 ALPHA = 0.05
 SIMS = 200
 
 
 @pytest.fixture(scope="module")
 def calibration():
-    spec = importlib.util.spec_from_file_location("gate_calibration", BENCHMARK)
+    spec = importlib.util.spec_from_file_location("gate_calibration", BENCHMARKS / "gate_calibration.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -49,23 +49,17 @@ def test_the_gate_is_not_silent_on_a_large_drop(calibration):
 
 @pytest.fixture(scope="module")
 def studies():
-    """benchmarks/calibration_studies.py, which imports its sibling gate_calibration by name."""
-    import sys
-
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    try:
-        spec = importlib.util.spec_from_file_location("calibration_studies",
-                                                      REPO / "benchmarks" / "calibration_studies.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(REPO / "benchmarks"))
+    """benchmarks/gates/calibration_studies.py (it puts the repository root on sys.path itself, to
+    import its sibling gate_calibration as benchmarks.gates.gate_calibration)."""
+    spec = importlib.util.spec_from_file_location("calibration_studies", BENCHMARKS / "calibration_studies.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     return module
 
 
 def test_stopping_when_decided_keeps_false_alarms_near_alpha_and_saves_on_a_clear_drop(studies):
     """--agentgym-stop-when-decided as the plugin runs it (seeded order, looks at 1/4, 1/2,
-    3/4, the rest at the final alpha), simulated by benchmarks/calibration_studies.py: on
+    3/4, the rest at the final alpha), simulated by benchmarks/gates/calibration_studies.py: on
     unchanged runs it alarms within binomial noise of alpha; at a 30-point drop it calls
     the battery regressed as often as the fixed-size comparison and plays fewer episodes
     (interim looks that never decided, or decided at alpha, would fail one or the other)."""

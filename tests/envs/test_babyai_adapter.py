@@ -158,7 +158,7 @@ def test_random_reply_picks_from_the_latest_available_actions():
 
 def test_reference_policy_floor_on_tasks_0_to_99(embedded_server):
     """Measured: 61 of 100 with a positive final reward within 20 rounds
-    (benchmarks/reference_babyai.py); the floor leaves a little room."""
+    (benchmarks/servers/reference_babyai.py); the floor leaves a little room."""
     server = embedded_server("babyai")
     adapter = BabyAIAdapter()
 

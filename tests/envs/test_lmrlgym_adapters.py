@@ -234,7 +234,7 @@ def test_random_replies_are_legal_looking():
 
 
 def test_maze_reference_solves_every_game(server_url):
-    # Measured: 25/25 games, at most 13 rounds (benchmarks/reference_lmrlgym.py).
+    # Measured: 25/25 games, at most 13 rounds (benchmarks/servers/reference_lmrlgym.py).
     outcomes = play_all("Maze", server_url, range(25))
     solved = [rounds for reward, rounds, _ in outcomes if reward == 1.0]
     assert len(solved) >= 24
@@ -242,7 +242,7 @@ def test_maze_reference_solves_every_game(server_url):
 
 
 def test_wordle_reference_solves_nearly_every_seed(server_url):
-    # Measured: 100/100 seeds, at most 3 guesses (benchmarks/reference_lmrlgym.py).
+    # Measured: 100/100 seeds, at most 3 guesses (benchmarks/servers/reference_lmrlgym.py).
     outcomes = play_all("Wordle", server_url, range(100))
     solved = [rounds for reward, rounds, _ in outcomes if reward == 1]
     assert len(solved) >= 95

@@ -135,7 +135,7 @@ async def _play_many(url: str, indices) -> dict[int, tuple[float, int, list[str]
 
 
 def test_reference_policy_wins_at_least_95_percent_of_tasks_0_to_99(embedded_server):
-    """Measured: 100/100 within 20 rounds (benchmarks/reference_textcraft.py)."""
+    """Measured: 100/100 within 20 rounds (benchmarks/servers/reference_textcraft.py)."""
     outcomes = asyncio.run(_play_many(embedded_server("textcraft").url, range(100)))
     wins = sum(reward == 1 for reward, _, _ in outcomes.values())
     assert wins >= 95, {i: o for i, o in outcomes.items() if o[0] != 1}

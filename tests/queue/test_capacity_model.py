@@ -1,4 +1,4 @@
-"""The capacity model's arithmetic (benchmarks/capacity.py) and the worked example that
+"""The capacity model's arithmetic (benchmarks/engine/capacity.py) and the worked example that
 docs/scale-out.md quotes from it: each bound by hand, the least one wins, and the
 figures the docs print are the ones the function computes."""
 
@@ -16,7 +16,7 @@ DOC = REPO / "docs" / "scale-out.md"
 
 @pytest.fixture(scope="module")
 def capacity():
-    path = REPO / "benchmarks" / "capacity.py"
+    path = REPO / "benchmarks" / "engine" / "capacity.py"
     spec = importlib.util.spec_from_file_location("capacity_benchmark", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up by name

@@ -2,7 +2,7 @@
 against the previous run (one comparison, Holm across its environments). Earlier
 steps and the best so far are shown and never decide it. Real run directories,
 through the CLI. The false-alarm rate this buys is measured by
-benchmarks/trend_calibration.py."""
+benchmarks/gates/trend_calibration.py."""
 
 from __future__ import annotations
 

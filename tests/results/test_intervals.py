@@ -2,7 +2,7 @@
 for the success rate), else Student's t with one pseudo-reward at each end of the
 reward range, clipped to it; they stay inside the range, and nothing the summary or
 the charts show is ever NaN. Their coverage is measured by
-benchmarks/interval_coverage.py (docs/results.md); here each rule is pinned by its
+benchmarks/gates/interval_coverage.py (docs/results.md); here each rule is pinned by its
 values at known inputs.
 
 Padded t, worked by hand for rewards ``[0.2]*24 + [0.5]`` in [0, 1]: the 27 values

@@ -369,7 +369,7 @@ def create_app() -> FastAPI:
     app.state.babyai = server
     text = greeting(server.max_envs)
     # ``async def``: handlers of about a millisecond or less, run on the event loop, which
-    # spares the hop to a worker thread and back (benchmarks/server_cost.py). ``/reset``
+    # spares the hop to a worker thread and back (benchmarks/servers/server_cost.py). ``/reset``
     # and ``/render`` (a level built, a frame drawn: several milliseconds, more for the
     # large levels) stay ``def``: on a worker thread they do not hold up the other envs'
     # requests for their whole length.

@@ -4,7 +4,7 @@ its FastAPI app answers them.
 Why: with many rollouts in flight the environment server is the queue, and most of
 its CPU went to the framework, not the game: Starlette's middleware stack, routing,
 FastAPI's request object and dependency solving, and a thread hop for every ``def``
-handler (benchmarks/server_cost.py measures it per route). The hot requests of a
+handler (benchmarks/servers/server_cost.py measures it per route). The hot requests of a
 rollout (``/create``, ``/reset``, ``/step``, ``/observation``) need none of that.
 
 How: :class:`FastPath` is an ASGI app in front of the FastAPI app. When it starts it

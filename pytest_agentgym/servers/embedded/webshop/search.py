@@ -31,7 +31,7 @@ first 50 hits (``SEARCH_RETURN_N``). This module gives the same ranking without 
   the ``id`` field), the first ``k``.
 
 On the same documents this gives the same 50 ASINs in the same order as pyserini for every
-query measured: ``benchmarks/webshop_search.py`` (figures in docs/envs/webshop-search.md).
+query measured: ``benchmarks/servers/webshop_search.py`` (figures in docs/envs/webshop-search.md).
 Where it can still differ: Lucene 8.11's older Unicode tables (letters added to Unicode
 later are words here, not there), runs of Thai or Lao letters (one token in Lucene, one per
 character here) and a lone emoji modifier; none occurs in product text in English.

@@ -1,0 +1,1 @@
+"""Reading and rendering large runs: aggregate, report, compare view, the data commands."""

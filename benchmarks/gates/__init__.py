@@ -1,0 +1,1 @@
+"""The checkpoint gate and the run summary's statistics: calibration, and what compare costs."""

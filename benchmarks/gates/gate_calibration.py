@@ -1,0 +1,525 @@
+"""Calibration of the checkpoint gate: false alarms and power of `compare_runs`.
+
+Simulates pairs of runs *in the results format* (real run directories with
+run.json and episodes.jsonl, written to a temporary directory) and judges each
+pair with :func:`pytest_agentgym.compare.compare_runs`, the code users run. Per
+simulation every task gets a success probability p ~ Beta(a, b); the baseline's
+episodes succeed with p, the candidate's with max(p - drop, 0), independently.
+
+Per cell it prints the share of pairs judged ``regressed`` (at drop 0 the
+false-alarm rate, else the power) and ``ok``, next to two references on the
+same data: an exact McNemar test (scipy.stats.binomtest on the discordant
+episodes, one-sided, same alpha, plain Holm across the battery's environments, where
+compare_runs steps down with its discrete Holm) and
+the OLD gate (unpaired means: ``mean_cand < mean_base - 0.05`` in any environment);
+and, for single environments, how often the interval's lower end lies above the
+true change (calibrated: at most alpha / 2 = 2.5%).
+
+    python benchmarks/gates/gate_calibration.py                 # ~200 simulations per cell, 2 processes
+    python benchmarks/gates/gate_calibration.py --sims 1000     # tighter figures
+    python benchmarks/gates/gate_calibration.py --intervals     # the interval methods considered
+    python benchmarks/gates/gate_calibration.py --reward --sims 300   # the reward metric (binary, near-deterministic,
+                                                                      # continuous; 5/6/25/100 tasks)
+    python benchmarks/gates/gate_calibration.py --needed --sims 300   # does "needs about N tasks" decide at N
+    python benchmarks/gates/gate_calibration.py --strict --sims 300 [--strict-repeats 10]   # --strict on a battery
+    python benchmarks/gates/gate_calibration.py --holm --sims 1000    # plain Holm against the discrete step-down
+    python benchmarks/gates/gate_calibration.py --errors --sims 1000  # a drop hidden as errors; what errors cost
+    python benchmarks/gates/gate_calibration.py --sequential --sims 1000   # early stopping against fixed size
+    python benchmarks/gates/gate_calibration.py --all --sims 300 [--skip trend needed]   # every study, then the table
+    python benchmarks/gates/gate_calibration.py --table         # one markdown table of the studies' JSON
+
+--workers sets the processes of every study (use 1 beside other work on a small machine).
+Writes benchmarks/gates/results/gate_calibration.json (the table and the settings); the --reward,
+--needed, --strict, --holm, --errors and --sequential studies write
+benchmarks/gates/results/gate_calibration_<study>.json (--strict with other repeats:
+gate_calibration_strict_r<repeats>.json); --all also writes gate_calibration_trend.json
+(benchmarks/gates/trend_calibration.py) and gate_calibration_coverage.json
+(benchmarks/gates/interval_coverage.py); --table reads them all and writes
+benchmarks/gates/logs/issue23-calibration-table.md. The --holm, --errors and --sequential
+studies and the table are in benchmarks/gates/calibration_studies.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(REPO), str(REPO / "tests")]  # benchmarks.* and the tests' helpers: benchmarks/README.md
+#: The studies' JSON (gate_calibration*.json) and logs (the table), beside the scripts.
+RESULTS = Path(__file__).resolve().parent / "results"
+LOGS = Path(__file__).resolve().parent / "logs"
+
+from pytest_agentgym.results import fingerprint  # noqa: E402
+from pytest_agentgym.compare import compare_runs  # noqa: E402
+from pytest_agentgym.results.records import EpisodeRecord, RunInfo  # noqa: E402
+from pytest_agentgym.results.store import RunDir  # noqa: E402
+
+#: The lightweight battery's shape (tasks per environment).
+BATTERY = {"BabyAI": 90, "TextCraft": 100, "Maze": 25, "Wordle": 25}
+#: Single-environment cells, by the battery environment that has that many tasks.
+SINGLES = {25: "Maze", 90: "BabyAI", 100: "TextCraft"}
+DISTRIBUTIONS = {"Beta(2,2)": (2.0, 2.0), "Beta(0.3,0.3)": (0.3, 0.3)}
+DROPS = (0.0, 0.03, 0.05, 0.10, 0.20)
+REPEATS = (1, 3)
+OLD_GATE_DROP = 0.05
+
+
+# -- run directories in the results format ------------------------------------------------------
+
+
+#: What an episode the plugin could not play records (the server refused the connection).
+_ERROR = {"type": "ConnectError", "message": "simulated infrastructure error", "where": "env"}
+
+
+def _template(run_id: str) -> dict:
+    record = EpisodeRecord(run_id=run_id, env="", task_index=0, repeat=1, reward=0.0, success=False,
+                           rounds=1, stop_reason="done", started_at="2026-01-01T00:00:00Z",
+                           duration_s=0.0, model="simulated")
+    return record.to_dict()
+
+
+def write_run(root: Path, run_id: str, outcomes: dict[str, np.ndarray],
+              errors: dict[str, set[int]] | None = None) -> Path:
+    """A run directory holding one episode per (env, task, repeat): ``outcomes[env]``
+    is a (tasks, repeats) array of successes (reward 1.0 on success, else 0.0) or,
+    when it is a float array, of rewards (success: reward >= 1). ``errors[env]``: tasks
+    whose episodes are recorded as infrastructure errors instead (no reward, an
+    ErrorInfo), as the plugin records an episode it could not play."""
+    run_dir = RunDir(root / run_id)
+    if run_dir.path.exists():
+        shutil.rmtree(run_dir.path)
+    run_dir.path.mkdir(parents=True)
+    envs = {env: {"max_rounds": 15, "sampling": {"temperature": 0.0}, "prompt_sha256": "0" * 64,
+                  "server": f"simulated {env}"} for env in outcomes}
+    run_dir.write_info(RunInfo(
+        run_id=run_id, started_at="2026-01-01T00:00:00Z", node="simulated", model="simulated",
+        endpoint="none", endpoint_kind="simulated", environments=tuple(outcomes), command="gate_calibration",
+        versions={"pytest-agentgym": "simulated"}, status="finished",
+        fingerprint=fingerprint.build(model="simulated", endpoint_kind="simulated", checkpoint=None, envs=envs)))
+    template, lines = _template(run_id), []
+    for env, table in outcomes.items():
+        for task in range(table.shape[0]):
+            for repeat in range(table.shape[1]):
+                value = table[task, repeat]
+                rewarded = table.dtype.kind == "f"
+                success = bool(value >= 1.0) if rewarded else bool(value)
+                record = dict(template, env=env, task_index=task, repeat=repeat + 1, success=success,
+                              reward=float(value) if rewarded else (1.0 if success else 0.0),
+                              outcome="passed" if success else "unsolved",
+                              episode_id=f"{run_id}:{env}:{task}:r{repeat + 1}")
+                if task in (errors or {}).get(env, ()):
+                    record.update(reward=None, success=False, rounds=0, stop_reason="error", outcome="error",
+                                  error=_ERROR)
+                lines.append(json.dumps(record))
+    run_dir.episodes_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return run_dir.path
+
+
+# -- the two references ------------------------------------------------------------------------------
+
+
+def mcnemar_p(base: np.ndarray, cand: np.ndarray) -> float:
+    from scipy.stats import binomtest
+
+    drops, gains = int(np.sum(base & ~cand)), int(np.sum(~base & cand))
+    return 1.0 if drops + gains == 0 else binomtest(drops, drops + gains, 0.5, alternative="greater").pvalue
+
+
+def holm_rejects(p_values: list[float], alpha: float) -> bool:
+    """Whether Holm's procedure rejects at least one hypothesis: the smallest p < alpha / m."""
+    return min(p_values) < alpha / len(p_values)
+
+
+def old_gate_fails(base: np.ndarray, cand: np.ndarray) -> bool:
+    return bool(cand.mean() < base.mean() - OLD_GATE_DROP)
+
+
+# -- simulation ------------------------------------------------------------------------------------------
+
+
+def simulate(shape: dict[str, int], dist: tuple[float, float], repeats: int, drops: tuple[float, ...],
+             sims: int, seed: int, *, alpha: float = 0.05, margin: float = 0.05,
+             singles: tuple[str, ...] = ()) -> dict[str, dict[str, int]]:
+    """Counts per cell ``"<shape>|<drop>"`` (shape ``battery`` for all of ``shape`` in
+    one run, or an environment of ``singles`` in a run of its own): pairs, regressed,
+    ok, inconclusive, error, mcnemar (the reference rejects), old (the old gate fails),
+    above (single environments: the interval's lower end lies above the true change,
+    the mean of max(p - drop, 0) - p over the tasks; at most alpha / 2 when calibrated)."""
+    rng = np.random.default_rng(seed)
+    counts: dict[str, dict[str, int]] = {}
+    with tempfile.TemporaryDirectory(prefix="gate-calibration-") as tmp:
+        root = Path(tmp)
+        for _ in range(sims):
+            p = {env: rng.beta(*dist, size=n) for env, n in shape.items()}
+            base = {env: rng.random((n, repeats)) < p[env][:, None] for env, n in shape.items()}
+            groups = {"battery": tuple(shape), **{env: (env,) for env in singles}}
+            base_paths = {label: write_run(root / label, "base", {e: base[e] for e in envs})
+                          for label, envs in groups.items()}
+            for drop in drops:
+                q = {env: np.clip(p[env] - drop, 0, 1) for env in shape}
+                cand = {env: rng.random((n, repeats)) < q[env][:, None] for env, n in shape.items()}
+                for label, envs in groups.items():
+                    cand_path = write_run(root / label, "cand", {e: cand[e] for e in envs})
+                    comparison = compare_runs(base_paths[label], cand_path, alpha=alpha, margin=margin)
+                    cell = counts.setdefault(f"{label}|{drop:g}", dict.fromkeys(
+                        ("pairs", "regressed", "ok", "inconclusive", "error", "mcnemar", "old",
+                         "above"), 0))
+                    cell["pairs"] += 1
+                    cell[comparison.verdict] += 1
+                    if len(envs) == 1:  # the interval misses the true change from above
+                        ci = comparison.environments[envs[0]].ci
+                        cell["above"] += ci is not None and ci[0] > float(np.mean(q[envs[0]] - p[envs[0]])) + 1e-9
+                    cell["mcnemar"] += holm_rejects([mcnemar_p(base[e], cand[e]) for e in envs], alpha)
+                    cell["old"] += any(old_gate_fails(base[e], cand[e]) for e in envs)
+    return counts
+
+
+# -- the interval methods considered --------------------------------------------------------------------
+
+
+def _bootstrap_low(d: np.ndarray, alpha: float, rng: np.random.Generator) -> float:
+    means = d[rng.integers(0, len(d), (2000, len(d)))].mean(axis=1)
+    return float(np.quantile(means, alpha / 2))
+
+
+def _sign_flip_inverted_low(d: np.ndarray, alpha: float, rng: np.random.Generator) -> float:
+    """The smallest shift the upper-tail sign-flip test does not reject (by bisection)."""
+    n = len(d)
+    signs = (np.array(np.meshgrid(*[[1.0, -1.0]] * n)).reshape(n, -1).T if n <= 12
+             else rng.choice([1.0, -1.0], size=(2000, n)))
+
+    def p(shift: float) -> float:
+        e = d - shift
+        return float(np.mean(signs @ np.abs(e) >= e.sum() - 1e-12))
+
+    low, high = -1.0, float(d.mean())
+    if p(low) >= alpha / 2:
+        return -1.0
+    for _ in range(16):
+        mid = (low + high) / 2
+        low, high = (low, mid) if p(mid) >= alpha / 2 else (mid, high)
+    return high
+
+
+def interval_study(sims: int, seed: int, alpha: float = 0.05) -> list[dict]:
+    """How often each candidate interval's lower end lies above the true change
+    (mean of q - p over the tasks), per cell; calibrated: at most alpha / 2."""
+    from pytest_agentgym.compare import statistics as stats
+
+    rng, rows = np.random.default_rng(seed), []
+    for name, dist in DISTRIBUTIONS.items():
+        for n in (5, 25, 90):
+            for repeats in REPEATS:
+                for drop in (0.0, 0.05, 0.10):
+                    above = dict.fromkeys(("bootstrap", "t", "sign-flip inverted", "Tango"), 0)
+                    for _ in range(sims):
+                        p = rng.beta(*dist, size=n)
+                        q = np.clip(p - drop, 0, 1)
+                        x, y = rng.random((n, repeats)) < p[:, None], rng.random((n, repeats)) < q[:, None]
+                        d, true = y.mean(axis=1) - x.mean(axis=1), float(np.mean(q - p))
+                        t = stats.t_interval(list(d), alpha)
+                        tango = stats.paired_score_interval(int(np.sum(x & ~y)), int(np.sum(~x & y)),
+                                                            n * repeats, alpha)
+                        lows = {"bootstrap": _bootstrap_low(d, alpha, rng),
+                                "t": t[0] if t is not None else -1.0,
+                                "sign-flip inverted": _sign_flip_inverted_low(d, alpha, rng),
+                                "Tango": tango[0] if repeats == 1 or t is None else min(tango[0], t[0])}
+                        for method, low in lows.items():
+                            above[method] += low > true + 1e-9
+                    rows.append({"p": name, "tasks": n, "repeats": repeats, "drop": drop,
+                                 **{m: c / sims for m, c in above.items()}})
+                    print(f"{name:<14} n={n:<3} r={repeats} drop={drop:.2f}  " + "  ".join(
+                        f"{m} {c / sims:5.1%}" for m, c in above.items()), flush=True)
+    return rows
+
+
+# -- the reward metric (--reward) ----------------------------------------------------------------------
+
+REWARD_KINDS = ("binary", "near-deterministic", "continuous")
+REWARD_TASKS = (5, 6, 25, 100)
+REWARD_DROPS = (0.0, 0.10, 0.20)
+
+
+def reward_pair(kind: str, n: int, drop: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, float]:
+    """Baseline and candidate rewards (n tasks, one repeat) and the true change of the mean.
+
+    binary: reward 1 with probability p ~ Beta(2, 2), the candidate max(p - drop, 0);
+    near-deterministic: each task's reward is a fixed level r ~ Beta(2, 2), or 0 with
+    probability 0.05 (the candidate: 0.05 + drop / mean(r), so the mean falls by drop);
+    continuous: reward ~ Beta(10 m, 10 (1 - m)), m ~ U(0.2, 0.9), the candidate's m - drop."""
+    if kind == "binary":
+        p = rng.beta(2, 2, n)
+        q = np.clip(p - drop, 0, 1)
+        return ((rng.random(n) < p).astype(float)[:, None], (rng.random(n) < q).astype(float)[:, None],
+                float(np.mean(q - p)))
+    if kind == "near-deterministic":
+        r = rng.beta(2, 2, n)
+        fail = min(0.95, 0.05 + drop / float(r.mean()))
+        base = np.where(rng.random(n) < 0.05, 0.0, r)
+        cand = np.where(rng.random(n) < fail, 0.0, r)
+        return base[:, None], cand[:, None], float(-(fail - 0.05) * r.mean())
+    m = rng.uniform(0.2, 0.9, n)
+    mc = np.clip(m - drop, 0.02, 0.98)
+    return (rng.beta(10 * m, 10 * (1 - m))[:, None], rng.beta(10 * mc, 10 * (1 - mc))[:, None],
+            float(np.mean(mc - m)))
+
+
+def reward_study(sims: int, seed: int, margin: float = 0.05) -> list[dict]:
+    """Per cell: the share judged ok (at a true drop beyond the margin: a miss, want <= 2.5%),
+    regressed (at drop 0: the false-alarm rate), with no interval, and how often the interval
+    misses the true change from above (want <= 2.5%) and covers it."""
+    rng, rows = np.random.default_rng(seed), []
+    with tempfile.TemporaryDirectory(prefix="gate-reward-") as tmp:
+        root = Path(tmp)
+        for kind in REWARD_KINDS:
+            for n in REWARD_TASKS:
+                for drop in REWARD_DROPS:
+                    c = dict.fromkeys(("ok", "regressed", "inconclusive", "error", "no_ci", "above",
+                                       "covered", "regressed_no_ci"), 0)
+                    for _ in range(sims):
+                        base, cand, true = reward_pair(kind, n, drop, rng)
+                        b = write_run(root, "base", {"Wordle": base})
+                        k = write_run(root, "cand", {"Wordle": cand})
+                        e = compare_runs(b, k, metric="reward", margin=margin).environments["Wordle"]
+                        c[e.verdict] += 1
+                        c["no_ci"] += e.ci is None
+                        c["regressed_no_ci"] += e.ci is None and e.verdict == "regressed"
+                        if e.ci is not None:
+                            c["above"] += e.ci[0] > true + 1e-9
+                            c["covered"] += e.ci[0] - 1e-9 <= true <= e.ci[1] + 1e-9
+                    row = {"kind": kind, "tasks": n, "drop": drop, "pairs": sims,
+                           **{key: value / sims for key, value in c.items()}}
+                    rows.append(row)
+                    print(f"{kind:<19} n={n:<4} drop={drop:.2f}  ok {row['ok']:6.1%}  regressed "
+                          f"{row['regressed']:6.1%}  no interval {row['no_ci']:6.1%}  CI above {row['above']:5.1%}"
+                          f"  covers {row['covered']:6.1%}  regressed w/o CI {row['regressed_no_ci']:.1%}",
+                          flush=True)
+    return rows
+
+
+# -- the sample-size advice (--needed) ---------------------------------------------------------------------
+
+NEEDED_SCENARIOS = [(dist, env, r) for dist in ("Beta(2,2)", "Beta(0.3,0.3)") for env in ("Maze", "BabyAI")
+                    for r in (1, 3)]
+
+
+def needed_study(sims: int, seed: int, margin: float = 0.05) -> list[dict]:
+    """For an unchanged candidate: compare at the battery size; where the verdict is
+    inconclusive, take the advice (about N tasks, or R repeats of the T tasks), and
+    judge a fresh unchanged pair at the advised size, once as N fresh tasks at the same
+    repeats and once as R repeats of the same T tasks. Share that reaches ok or
+    regressed: want >= 80%."""
+    rng, rows = np.random.default_rng(seed), []
+    with tempfile.TemporaryDirectory(prefix="gate-needed-") as tmp:
+        root = Path(tmp)
+        for dist, env, repeats in NEEDED_SCENARIOS:
+            n = BATTERY[env]
+            advised, decided_tasks, decided_repeats, sizes = 0, 0, 0, []
+            for _ in range(sims):
+                p = rng.beta(*DISTRIBUTIONS[dist], size=n)
+                base = write_run(root, "base", {env: rng.random((n, repeats)) < p[:, None]})
+                cand = write_run(root, "cand", {env: rng.random((n, repeats)) < p[:, None]})
+                e = compare_runs(base, cand, margin=margin).environments[env]
+                if e.verdict != "inconclusive" or e.needed_for_margin is None or e.needed_for_margin <= n:
+                    continue
+                advised += 1
+                big = e.needed_for_margin
+                sizes.append(big)
+                p_big = rng.beta(*DISTRIBUTIONS[dist], size=big)
+                verdict = compare_runs(write_run(root, "base", {env: rng.random((big, repeats)) < p_big[:, None]}),
+                                       write_run(root, "cand", {env: rng.random((big, repeats)) < p_big[:, None]}),
+                                       margin=margin).environments[env].verdict
+                decided_tasks += verdict in ("ok", "regressed")
+                more = e.repeats_for_margin or repeats
+                verdict = compare_runs(write_run(root, "base", {env: rng.random((n, more)) < p[:, None]}),
+                                       write_run(root, "cand", {env: rng.random((n, more)) < p[:, None]}),
+                                       margin=margin).environments[env].verdict
+                decided_repeats += verdict in ("ok", "regressed")
+            row = {"p": dist, "shape": f"{env} ({n})", "repeats": repeats, "pairs": sims, "advised": advised,
+                   "median_advice": float(np.median(sizes)) if sizes else None,
+                   "decided_at_n_tasks": decided_tasks / advised if advised else None,
+                   "decided_at_r_repeats": decided_repeats / advised if advised else None}
+            rows.append(row)
+            print(f"{dist:<14} {env:<7} r={repeats}  advised {advised}/{sims}  median N {row['median_advice']}"
+                  f"  decided at N tasks {row['decided_at_n_tasks'] or 0:6.1%}  at R repeats "
+                  f"{row['decided_at_r_repeats'] or 0:6.1%}", flush=True)
+    return rows
+
+
+# -- --strict on an unchanged battery, and drops inside the margin (--strict) ------------------------------
+
+STRICT_REPEATS = (1, 3)
+
+
+def strict_study(sims: int, seed: int, margin: float = 0.05,
+                 repeats_list: tuple[int, ...] = STRICT_REPEATS) -> list[dict]:
+    """The whole battery, unchanged (drop 0) and with a true drop inside the margin (0.03):
+    the share judged ok (what --strict passes) and regressed, per repeats."""
+    rng, rows = np.random.default_rng(seed), []
+    with tempfile.TemporaryDirectory(prefix="gate-strict-") as tmp:
+        root = Path(tmp)
+        for dist in DISTRIBUTIONS:
+            for repeats in repeats_list:
+                for drop in (0.0, 0.03):
+                    c = dict.fromkeys(VERDICTS_ORDER, 0)
+                    for _ in range(sims):
+                        p = {env: rng.beta(*DISTRIBUTIONS[dist], size=n) for env, n in BATTERY.items()}
+                        base = {env: rng.random((n, repeats)) < p[env][:, None] for env, n in BATTERY.items()}
+                        cand = {env: rng.random((n, repeats)) < np.clip(p[env] - drop, 0, 1)[:, None]
+                                for env, n in BATTERY.items()}
+                        comparison = compare_runs(write_run(root, "base", base), write_run(root, "cand", cand),
+                                                  margin=margin)
+                        c[comparison.verdict] += 1
+                    row = {"p": dist, "repeats": repeats, "drop": drop, "pairs": sims,
+                           **{key: value / sims for key, value in c.items()}}
+                    rows.append(row)
+                    print(f"{dist:<14} r={repeats:<2} drop={drop:.2f}  ok (strict passes) {row['ok']:6.1%}  "
+                          f"inconclusive {row['inconclusive']:6.1%}  regressed {row['regressed']:6.1%}", flush=True)
+    return rows
+
+
+VERDICTS_ORDER = ("ok", "inconclusive", "regressed", "error")
+
+
+def _study_job(args: tuple) -> list[dict]:
+    study, sims, seed, strict_repeats = args
+    if study == "strict":
+        return strict_study(sims, seed, repeats_list=strict_repeats)
+    return {"reward": reward_study, "needed": needed_study}[study](sims, seed)
+
+
+def _job(args: tuple) -> tuple[str, int, dict]:
+    name, repeats, sims, seed = args
+    return name, repeats, simulate(BATTERY, DISTRIBUTIONS[name], repeats, DROPS, sims, seed,
+                                   singles=tuple(SINGLES.values()))
+
+
+def _merge(into: dict, counts: dict) -> None:
+    for cell, values in counts.items():
+        target = into.setdefault(cell, dict.fromkeys(values, 0))
+        for key, value in values.items():
+            target[key] += value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sims", type=int, default=200, help="simulated run pairs per cell (default 200)")
+    parser.add_argument("--workers", type=int, default=2, help="processes (default 2)")
+    parser.add_argument("--seed", type=int, default=10, help="seed (default 10)")
+    parser.add_argument("--output", default=str(RESULTS / "gate_calibration.json"))
+    parser.add_argument("--intervals", action="store_true",
+                        help="instead: the interval methods considered (bootstrap, t, inverted "
+                             "sign-flip, Tango), how often each lower end lies above the true change")
+    parser.add_argument("--reward", action="store_true",
+                        help="instead: the reward metric on binary, near-deterministic and continuous "
+                             "rewards (5, 6, 25, 100 tasks; drops 0, 0.1, 0.2)")
+    parser.add_argument("--needed", action="store_true",
+                        help="instead: does the 'needs about N tasks' advice decide at N (want >= 80%%)")
+    parser.add_argument("--strict", action="store_true",
+                        help="instead: how often an unchanged battery (and a 3-point drop) is ok, per repeats")
+    parser.add_argument("--strict-repeats", type=int, nargs="+", default=list(STRICT_REPEATS),
+                        help=f"repeats per task of the --strict study (default {' '.join(map(str, STRICT_REPEATS))})")
+    parser.add_argument("--holm", action="store_true",
+                        help="instead: plain Holm against the discrete step-down on the battery "
+                             "(drops 0, 0.05, 0.10; Maze 25/25 -> 19/25)")
+    parser.add_argument("--errors", action="store_true",
+                        help="instead: a drop hidden as errors, and what independent errors cost")
+    parser.add_argument("--sequential", action="store_true",
+                        help="instead: early stopping (compare/sequential.py) against the fixed-size comparison")
+    parser.add_argument("--all", action="store_true",
+                        help="every study (default, reward, needed, strict, holm, errors, sequential, trend, "
+                             "coverage) at --sims, each writing its JSON, then the table")
+    parser.add_argument("--skip", nargs="+", default=[], metavar="STUDY",
+                        help="with --all: studies not to rerun (their JSON is reused by the table)")
+    parser.add_argument("--table", action="store_true",
+                        help="instead: one markdown table of every study's JSON, to stdout and "
+                             "benchmarks/gates/logs/issue23-calibration-table.md")
+    args = parser.parse_args(argv)
+    if args.all or args.table:
+        from benchmarks.gates.calibration_studies import ALL_STUDIES, run_all, write_table
+
+        unknown = [name for name in args.skip if name not in ALL_STUDIES]
+        if unknown:
+            parser.error(f"--skip {' '.join(unknown)}: not a study; the studies are {', '.join(ALL_STUDIES)}")
+        if args.all:
+            run_all(args.sims, args.seed, args.workers, tuple(args.skip))
+        print(write_table(), end="")
+        return 0
+    new_studies = [name for name in ("holm", "errors", "sequential") if getattr(args, name)]
+    if new_studies:
+        from benchmarks.gates.calibration_studies import run_study
+
+        for name in new_studies:
+            run_study(name, args.sims, args.seed, args.workers)
+        return 0
+    if args.intervals:
+        interval_study(args.sims, args.seed)
+        return 0
+    studies = [name for name in ("reward", "needed", "strict") if getattr(args, name)]
+    if studies:
+        started = time.monotonic()
+        with ProcessPoolExecutor(max_workers=args.workers) as pool:
+            results = list(pool.map(_study_job, [(name, args.sims, args.seed + i, tuple(args.strict_repeats))
+                                                 for i, name in enumerate(studies)]))
+        print(f"\n{args.sims} simulated pairs per cell; alpha 0.05, margin 0.05; "
+              f"{time.monotonic() - started:.0f} s")
+        other_repeats = args.strict and tuple(args.strict_repeats) != STRICT_REPEATS
+        repeats_flag = f" --strict-repeats {' '.join(map(str, args.strict_repeats))}" if other_repeats else ""
+        suffix = "_".join(studies) + ("_r" + "-".join(map(str, args.strict_repeats)) if other_repeats else "")
+        out = Path(args.output).with_name(f"gate_calibration_{suffix}.json")
+        out.write_text(json.dumps({"sims": args.sims, "seed": args.seed, "alpha": 0.05, "margin": 0.05,
+                                   "command": "python benchmarks/gates/gate_calibration.py "
+                                   + " ".join(f"--{name}" for name in studies) + f" --sims {args.sims}"
+                                   + repeats_flag,
+                                   **dict(zip(studies, results))}, indent=1) + "\n")
+        return 0
+    started = time.monotonic()
+    chunks = max(1, args.workers)
+    jobs = [(name, r, args.sims // chunks + (i < args.sims % chunks), args.seed * 1000 + k * 10 + i)
+            for k, (name, r) in enumerate((n, r) for n in DISTRIBUTIONS for r in REPEATS) for i in range(chunks)]
+    results: dict[tuple[str, int], dict] = {}
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        for name, repeats, counts in pool.map(_job, jobs):
+            _merge(results.setdefault((name, repeats), {}), counts)
+    rows = []
+    for (name, repeats), counts in results.items():
+        for shape in ("Maze", "BabyAI", "TextCraft", "battery"):
+            for drop in DROPS:
+                cell = counts[f"{shape}|{drop:g}"]
+                n = cell["pairs"]
+                label = f"{shape} ({BATTERY[shape]})" if shape in BATTERY else "battery (90/100/25/25, discrete Holm)"
+                rows.append({"p": name, "repeats": repeats, "shape": label,
+                             "drop": drop, "pairs": n,
+                             **{key: cell[key] / n for key in ("regressed", "ok", "inconclusive", "error",
+                                                               "mcnemar", "old", "above")}})
+    header = (f"{'p':<14} {'r':>1} {'shape':<38} {'drop':>5} {'regressed':>9} {'ok':>6} "
+              f"{'McNemar':>8} {'old gate':>8} {'CI above':>8}")
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        print(f"{row['p']:<14} {row['repeats']:>1} {row['shape']:<38} {row['drop']:>5.2f} "
+              f"{row['regressed']:>9.1%} {row['ok']:>6.1%} {row['mcnemar']:>8.1%} {row['old']:>8.1%} "
+              + (f"{row['above']:>8.1%}" if not row["shape"].startswith("battery") else f"{'':>8}"))
+    se = math.sqrt(0.05 * 0.95 / args.sims)
+    print(f"\n{args.sims} simulated pairs per cell (standard error of a 5% rate: {se:.1%}); "
+          f"alpha 0.05, margin 0.05; {time.monotonic() - started:.0f} s")
+    Path(args.output).write_text(json.dumps({"sims": args.sims, "seed": args.seed, "alpha": 0.05,
+                                             "margin": 0.05, "old_gate_drop": OLD_GATE_DROP,
+                                             "command": "python benchmarks/gates/gate_calibration.py"
+                                             + (f" --sims {args.sims}" if args.sims != 200 else ""),
+                                             "rows": rows}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The embedded environment servers, and the reference policies that play them."""

@@ -1,0 +1,1 @@
+"""Training integrations: the rollout service and the verifiers bridge."""
