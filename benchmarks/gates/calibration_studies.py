@@ -12,7 +12,8 @@ discrete step-down, the errors rule and early stopping, and the one table of all
 
 Each study judges with the library's own functions (compare_runs on run directories in
 the results format; the sequential looks on EpisodeRecords in memory, as the plugin
-holds them). Run through gate_calibration.py, which documents the commands.
+holds them). Run through gate_calibration.py, which documents the commands and runs --all;
+of its siblings this module imports only simulated_runs.py.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]  # benchmarks.* and the tests' helpers: benchmarks/README.md
 
-from benchmarks.gates.gate_calibration import BATTERY, DISTRIBUTIONS, LOGS, RESULTS, write_run  # noqa: E402
+from benchmarks.gates.simulated_runs import BATTERY, DISTRIBUTIONS, LOGS, RESULTS, write_run  # noqa: E402
 from pytest_agentgym.compare import compare_runs  # noqa: E402
 from pytest_agentgym.compare import statistics as stats  # noqa: E402
 from pytest_agentgym.compare.comparison import worst  # noqa: E402
@@ -369,42 +370,7 @@ def run_study(name: str, sims: int, seed: int, workers: int) -> Path:
 
 # -- every study (--all) and the one table (--table) --------------------------------------------------------
 
-#: The studies of --all, in the order they run; each writes the JSON the table reads.
-ALL_STUDIES = ("default", "reward", "needed", "strict", "holm", "errors", "sequential", "trend", "coverage")
 TABLE = LOGS / "issue23-calibration-table.md"
-#: Samples per cell of the run-summary coverage at least (it is cheap: 1000 take ~80 s)
-COVERAGE_SAMPLES = 1000
-
-
-def run_all(sims: int, seed: int, workers: int, skip: tuple[str, ...] = ()) -> None:
-    """Every study of ALL_STUDIES but ``skip``, at ``sims`` per cell, each writing its JSON;
-    the table then reads the JSON of the skipped ones as they are."""
-    from benchmarks.gates import gate_calibration, interval_coverage, trend_calibration
-
-    for name in ALL_STUDIES:
-        if name in skip:
-            print(f"== {name}: skipped, its JSON is reused", flush=True)
-            continue
-        print(f"== {name}", flush=True)
-        common = ["--sims", str(sims), "--workers", str(workers)]
-        if name == "default":
-            gate_calibration.main([*common, "--seed", str(seed)])
-        elif name in ("reward", "needed"):
-            gate_calibration.main([f"--{name}", *common, "--seed", str(seed)])
-        elif name == "strict":  # the documented pass rates: 1 and 3 repeats, and 10
-            gate_calibration.main(["--strict", *common, "--seed", str(seed)])
-            gate_calibration.main(["--strict", "--strict-repeats", "10", *common, "--seed", str(seed)])
-        elif name in STUDIES:
-            run_study(name, sims, seed, workers)
-        elif name == "trend":
-            trend_calibration.main([*common, "--output", str(RESULTS / "gate_calibration_trend.json")])
-        else:
-            samples = max(sims, COVERAGE_SAMPLES)
-            rows = interval_coverage.run(samples, 23)
-            (RESULTS / "gate_calibration_coverage.json").write_text(json.dumps(
-                {"sims": samples, "seed": 23,
-                 "command": f"python benchmarks/gates/gate_calibration.py --all --sims {sims}", "coverage": rows},
-                indent=1) + "\n")
 
 
 def _load(*paths: Path) -> dict | None:

@@ -30,7 +30,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]  # benchmarks.* and the tests' helpers: benchmarks/README.md
 
-from benchmarks.gates.gate_calibration import BATTERY, write_run  # noqa: E402
+from benchmarks.gates.simulated_runs import BATTERY, write_run  # noqa: E402
 
 LAUNCH = ("import sys, pytest_agentgym; from pathlib import Path; "
           "assert Path(pytest_agentgym.__file__).resolve().is_relative_to(Path(sys.argv[1]).resolve()), "

@@ -36,7 +36,8 @@ gate_calibration_strict_r<repeats>.json); --all also writes gate_calibration_tre
 (benchmarks/gates/trend_calibration.py) and gate_calibration_coverage.json
 (benchmarks/gates/interval_coverage.py); --table reads them all and writes
 benchmarks/gates/logs/issue23-calibration-table.md. The --holm, --errors and --sequential
-studies and the table are in benchmarks/gates/calibration_studies.py.
+studies and the table are in benchmarks/gates/calibration_studies.py; the battery and the
+run directories both simulate, in benchmarks/gates/simulated_runs.py.
 """
 
 from __future__ import annotations
@@ -44,7 +45,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import shutil
 import sys
 import tempfile
 import time
@@ -55,74 +55,16 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]  # benchmarks.* and the tests' helpers: benchmarks/README.md
-#: The studies' JSON (gate_calibration*.json) and logs (the table), beside the scripts.
-RESULTS = Path(__file__).resolve().parent / "results"
-LOGS = Path(__file__).resolve().parent / "logs"
 
-from pytest_agentgym.results import fingerprint  # noqa: E402
+from benchmarks.gates import calibration_studies, interval_coverage, trend_calibration  # noqa: E402
+from benchmarks.gates.simulated_runs import BATTERY, DISTRIBUTIONS, RESULTS, write_run  # noqa: E402
 from pytest_agentgym.compare import compare_runs  # noqa: E402
-from pytest_agentgym.results.records import EpisodeRecord, RunInfo  # noqa: E402
-from pytest_agentgym.results.store import RunDir  # noqa: E402
 
-#: The lightweight battery's shape (tasks per environment).
-BATTERY = {"BabyAI": 90, "TextCraft": 100, "Maze": 25, "Wordle": 25}
 #: Single-environment cells, by the battery environment that has that many tasks.
 SINGLES = {25: "Maze", 90: "BabyAI", 100: "TextCraft"}
-DISTRIBUTIONS = {"Beta(2,2)": (2.0, 2.0), "Beta(0.3,0.3)": (0.3, 0.3)}
 DROPS = (0.0, 0.03, 0.05, 0.10, 0.20)
 REPEATS = (1, 3)
 OLD_GATE_DROP = 0.05
-
-
-# -- run directories in the results format ------------------------------------------------------
-
-
-#: What an episode the plugin could not play records (the server refused the connection).
-_ERROR = {"type": "ConnectError", "message": "simulated infrastructure error", "where": "env"}
-
-
-def _template(run_id: str) -> dict:
-    record = EpisodeRecord(run_id=run_id, env="", task_index=0, repeat=1, reward=0.0, success=False,
-                           rounds=1, stop_reason="done", started_at="2026-01-01T00:00:00Z",
-                           duration_s=0.0, model="simulated")
-    return record.to_dict()
-
-
-def write_run(root: Path, run_id: str, outcomes: dict[str, np.ndarray],
-              errors: dict[str, set[int]] | None = None) -> Path:
-    """A run directory holding one episode per (env, task, repeat): ``outcomes[env]``
-    is a (tasks, repeats) array of successes (reward 1.0 on success, else 0.0) or,
-    when it is a float array, of rewards (success: reward >= 1). ``errors[env]``: tasks
-    whose episodes are recorded as infrastructure errors instead (no reward, an
-    ErrorInfo), as the plugin records an episode it could not play."""
-    run_dir = RunDir(root / run_id)
-    if run_dir.path.exists():
-        shutil.rmtree(run_dir.path)
-    run_dir.path.mkdir(parents=True)
-    envs = {env: {"max_rounds": 15, "sampling": {"temperature": 0.0}, "prompt_sha256": "0" * 64,
-                  "server": f"simulated {env}"} for env in outcomes}
-    run_dir.write_info(RunInfo(
-        run_id=run_id, started_at="2026-01-01T00:00:00Z", node="simulated", model="simulated",
-        endpoint="none", endpoint_kind="simulated", environments=tuple(outcomes), command="gate_calibration",
-        versions={"pytest-agentgym": "simulated"}, status="finished",
-        fingerprint=fingerprint.build(model="simulated", endpoint_kind="simulated", checkpoint=None, envs=envs)))
-    template, lines = _template(run_id), []
-    for env, table in outcomes.items():
-        for task in range(table.shape[0]):
-            for repeat in range(table.shape[1]):
-                value = table[task, repeat]
-                rewarded = table.dtype.kind == "f"
-                success = bool(value >= 1.0) if rewarded else bool(value)
-                record = dict(template, env=env, task_index=task, repeat=repeat + 1, success=success,
-                              reward=float(value) if rewarded else (1.0 if success else 0.0),
-                              outcome="passed" if success else "unsolved",
-                              episode_id=f"{run_id}:{env}:{task}:r{repeat + 1}")
-                if task in (errors or {}).get(env, ()):
-                    record.update(reward=None, success=False, rounds=0, stop_reason="error", outcome="error",
-                                  error=_ERROR)
-                lines.append(json.dumps(record))
-    run_dir.episodes_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return run_dir.path
 
 
 # -- the two references ------------------------------------------------------------------------------
@@ -411,6 +353,43 @@ def _merge(into: dict, counts: dict) -> None:
             target[key] += value
 
 
+# -- every study (--all) ------------------------------------------------------------------------------
+
+#: The studies of --all, in the order they run; each writes the JSON the table reads.
+ALL_STUDIES = ("default", "reward", "needed", "strict", "holm", "errors", "sequential", "trend", "coverage")
+#: Samples per cell of the run-summary coverage at least (it is cheap: 1000 take ~80 s)
+COVERAGE_SAMPLES = 1000
+
+
+def run_all(sims: int, seed: int, workers: int, skip: tuple[str, ...] = ()) -> None:
+    """Every study of ALL_STUDIES but ``skip``, at ``sims`` per cell, each writing its JSON;
+    the table then reads the JSON of the skipped ones as they are."""
+    for name in ALL_STUDIES:
+        if name in skip:
+            print(f"== {name}: skipped, its JSON is reused", flush=True)
+            continue
+        print(f"== {name}", flush=True)
+        common = ["--sims", str(sims), "--workers", str(workers)]
+        if name == "default":
+            main([*common, "--seed", str(seed)])
+        elif name in ("reward", "needed"):
+            main([f"--{name}", *common, "--seed", str(seed)])
+        elif name == "strict":  # the documented pass rates: 1 and 3 repeats, and 10
+            main(["--strict", *common, "--seed", str(seed)])
+            main(["--strict", "--strict-repeats", "10", *common, "--seed", str(seed)])
+        elif name in calibration_studies.STUDIES:
+            calibration_studies.run_study(name, sims, seed, workers)
+        elif name == "trend":
+            trend_calibration.main([*common, "--output", str(RESULTS / "gate_calibration_trend.json")])
+        else:
+            samples = max(sims, COVERAGE_SAMPLES)
+            rows = interval_coverage.run(samples, 23)
+            (RESULTS / "gate_calibration_coverage.json").write_text(json.dumps(
+                {"sims": samples, "seed": 23,
+                 "command": f"python benchmarks/gates/gate_calibration.py --all --sims {sims}", "coverage": rows},
+                indent=1) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sims", type=int, default=200, help="simulated run pairs per cell (default 200)")
@@ -446,21 +425,17 @@ def main(argv: list[str] | None = None) -> int:
                              "benchmarks/gates/logs/issue23-calibration-table.md")
     args = parser.parse_args(argv)
     if args.all or args.table:
-        from benchmarks.gates.calibration_studies import ALL_STUDIES, run_all, write_table
-
         unknown = [name for name in args.skip if name not in ALL_STUDIES]
         if unknown:
             parser.error(f"--skip {' '.join(unknown)}: not a study; the studies are {', '.join(ALL_STUDIES)}")
         if args.all:
             run_all(args.sims, args.seed, args.workers, tuple(args.skip))
-        print(write_table(), end="")
+        print(calibration_studies.write_table(), end="")
         return 0
     new_studies = [name for name in ("holm", "errors", "sequential") if getattr(args, name)]
     if new_studies:
-        from benchmarks.gates.calibration_studies import run_study
-
         for name in new_studies:
-            run_study(name, args.sims, args.seed, args.workers)
+            calibration_studies.run_study(name, args.sims, args.seed, args.workers)
         return 0
     if args.intervals:
         interval_study(args.sims, args.seed)

@@ -50,7 +50,7 @@ def test_the_gate_is_not_silent_on_a_large_drop(calibration):
 @pytest.fixture(scope="module")
 def studies():
     """benchmarks/gates/calibration_studies.py (it puts the repository root on sys.path itself, to
-    import its sibling gate_calibration as benchmarks.gates.gate_calibration)."""
+    import its sibling simulated_runs as benchmarks.gates.simulated_runs)."""
     spec = importlib.util.spec_from_file_location("calibration_studies", BENCHMARKS / "calibration_studies.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
