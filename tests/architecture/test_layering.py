@@ -3,9 +3,11 @@
 The contracts live in pyproject.toml (``[tool.importlinter]``) and are checked by
 ``lint-imports`` in CI (.ci/run); docs/developing.md explains the layers. These
 tests make sure that the check itself works (a deliberate upward import breaks
-it), that the package keeps it, and that no two modules import each other
-through any chain, at whatever level the import sits (module level, inside a
-function, under ``if TYPE_CHECKING``).
+it), that the package keeps it, and that no two Python files of the repository
+(the package, the verifiers taskset, benchmarks/, tests/ with its helpers and
+conftests) import each other through any chain, at whatever level the import sits
+(module level, inside a function, under ``if TYPE_CHECKING``), bare names resolved
+the way each folder is put on sys.path.
 """
 
 from __future__ import annotations
@@ -116,52 +118,88 @@ def test_every_subpackage_is_placed():
 # --- cycles -------------------------------------------------------------------------
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
+#: Where the repository's Python lives, and the folders on sys.path, in order, when a file of
+#: that place runs: a bare ``import name`` resolves to the first of them that holds ``name.py`` or
+#: ``name/__init__.py`` (a folder without ``__init__.py`` is only a namespace portion, which a
+#: regular module of that name anywhere on sys.path, the standard library's too, wins over: it
+#: is not followed).
+#: ``{own}`` is the file's own folder: a script's (``python benchmarks/<area>/x.py``; its first
+#: lines put the repository root and tests/ in front of it, benchmarks/README.md) or a test
+#: module's (pytest's "prepend" import mode puts it first; tests/ is there as the rootdir
+#: conftest's folder). The package and the verifiers taskset import by installed names only.
+SEARCH_PATHS: dict[str, tuple[str, ...]] = {
+    "pytest_agentgym": (".",),
+    "pytest_agentgym_verifiers": (".",),
+    "benchmarks": (".", "tests", "{own}"),
+    "tests": ("{own}", "tests", "."),
+}
 
 
-def _resolve(name: str, modules: set[str]) -> str | None:
-    """The package's module that an import of ``name`` loads: ``name`` itself, or
-    the nearest enclosing module when ``name`` is an attribute (``pkg.mod.Class``)."""
-    while name:
-        if name in modules:
-            return name
-        name = name.rpartition(".")[0]
+def _python_files(root: Path) -> list[Path]:
+    return sorted(p for top in SEARCH_PATHS for p in (root / top).rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _regular(folder: Path, name: str) -> Path | None:
+    """The module ``name`` in ``folder``, when it is a regular one: ``name/__init__.py`` or ``name.py``."""
+    for candidate in (folder / name / "__init__.py", folder / f"{name}.py"):
+        if candidate.is_file():
+            return candidate
     return None
 
 
-def _import_graph() -> tuple[dict[str, set[str]], dict[tuple[str, str], list[int]]]:
-    files = {_module_name(p): p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts}
-    modules = set(files)
+def _resolve(dotted: str, search: list[Path]) -> Path | None:
+    """The file an import of ``dotted`` loads from ``search`` (the folders on sys.path): the
+    module itself, or the nearest enclosing one when the tail is an attribute (``pkg.mod.Class``)."""
+    first, *rest = dotted.split(".")
+    found = next((m for m in (_regular(folder, first) for folder in search) if m is not None), None)
+    for part in rest:
+        if found is None or found.name != "__init__.py":
+            break
+        inner = _regular(found.parent, part)
+        if inner is None:
+            break
+        found = inner
+    return found
+
+
+def _import_graph(root: Path = ROOT) -> tuple[dict[str, set[str]], dict[tuple[str, str], list[int]]]:
+    """Every import of every Python file under ``root``'s places (SEARCH_PATHS) that lands on
+    another file there, by repository-relative path; and the lines of each."""
     graph: dict[str, set[str]] = defaultdict(set)
     lines: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for module, path in files.items():
-        is_package = path.name == "__init__.py"
+    for path in _python_files(root):
+        source = path.relative_to(root).as_posix()
+        search = [path.parent if entry == "{own}" else root / entry
+                  for entry in SEARCH_PATHS[path.relative_to(root).parts[0]]]
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         # every import statement, wherever it is: ast.walk visits function
         # bodies and ``if TYPE_CHECKING:`` blocks alike
         for node in ast.walk(tree):
-            targets: list[str] = []
+            targets: list[Path | None] = []
             if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
+                targets = [_resolve(alias.name, search) for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base_parts = module.split(".") if is_package else module.split(".")[:-1]
-                    base_parts = base_parts[: len(base_parts) - (node.level - 1)]
-                    base = ".".join(base_parts + ([node.module] if node.module else []))
+                if node.level:  # relative: the file's own folder, one up for each further dot
+                    base = path.parents[node.level - 1]
+                    parts = node.module.split(".") if node.module else []
+                    if parts:
+                        module = _regular(base.joinpath(*parts[:-1]), parts[-1])
+                    else:  # ``from . import name``: the package itself
+                        module = _regular(base.parent, base.name)
                 else:
-                    base = node.module or ""
+                    module = _resolve(node.module or "", search)
                 # ``from pkg import mod`` imports the module pkg.mod; ``from mod import name``, mod
-                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
-                           for alias in node.names]
+                for alias in node.names:
+                    inner = (_regular(module.parent, alias.name)
+                             if module is not None and module.name == "__init__.py" else None)
+                    targets.append(inner or module)
             for target in targets:
-                resolved = _resolve(target, modules)
-                if resolved is not None and resolved != module:
-                    graph[module].add(resolved)
-                    lines[(module, resolved)].append(node.lineno)
+                if target is None or root not in target.parents:
+                    continue
+                name = target.relative_to(root).as_posix()
+                if name != source:
+                    graph[source].add(name)
+                    lines[(source, name)].append(node.lineno)
     return graph, lines
 
 
@@ -216,18 +254,62 @@ def test_cycle_finder_finds_cycles():
     assert sorted(c for c in _strongly_connected(graph) if len(c) > 1) == [["a", "b", "c"]]
 
 
-def test_no_import_cycles():
-    graph, lines = _import_graph()
-    assert graph, "found no imports: is PACKAGE right?"
+def _cycles(graph: dict[str, set[str]], lines: dict[tuple[str, str], list[int]]) -> list[str]:
+    """One paragraph per import cycle: its files, and each import that closes it, with its lines."""
     cycles = sorted((c for c in _strongly_connected(graph) if len(c) > 1), key=lambda c: (-len(c), c))
-    if cycles:
-        report = []
-        for component in cycles:
-            members = set(component)
-            report.append(f"{len(component)} modules: {', '.join(component)}")
-            for source in component:
-                for target in sorted(graph[source] & members):
-                    where = ", ".join(f"l.{n}" for n in sorted(set(lines[(source, target)])))
-                    report.append(f"    {source} -> {target} ({where})")
+    report = []
+    for component in cycles:
+        members = set(component)
+        report.append(f"{len(component)} modules: {', '.join(component)}")
+        for source in component:
+            for target in sorted(graph[source] & members):
+                where = ", ".join(f"l.{n}" for n in sorted(set(lines[(source, target)])))
+                report.append(f"    {source} -> {target} ({where})")
+    return report
+
+
+def test_the_import_graph_reads_every_place_as_it_runs():
+    """Each place's imports land where Python finds them: dotted names of the package, the
+    benchmarks' own package, tests' helpers, and bare names from a file's own folder."""
+    graph, _ = _import_graph()
+    assert "pytest_agentgym/results/jsonl.py" in graph["pytest_agentgym/results/store.py"]
+    assert "pytest_agentgym/integrations/verifiers.py" in graph["pytest_agentgym_verifiers/__init__.py"]
+    assert "benchmarks/gates/simulated_runs.py" in graph["benchmarks/gates/gate_calibration.py"]
+    assert "tests/helpers/report_fixtures.py" in graph["benchmarks/data/report_10k.py"]
+    assert "tests/helpers/waiting.py" in graph["tests/helpers/queue_fleet.py"]
+    assert "tests/compare/test_compare.py" in graph["tests/compare/test_compare_paths.py"]  # a bare name
+    assert "tests/conftest.py" not in {t for targets in graph.values() for t in targets}
+
+
+def test_a_cycle_through_bare_names_is_found(tmp_path):
+    """Two benchmark scripts of one folder that import each other by bare name (the way
+    calibration_studies.py and gate_calibration.py once did, one of them inside a function),
+    and a conftest and a test helper that import each other through tests/: both are cycles."""
+    (tmp_path / "benchmarks" / "gates").mkdir(parents=True)
+    (tmp_path / "benchmarks" / "__init__.py").write_text("")
+    (tmp_path / "benchmarks" / "gates" / "__init__.py").write_text("")
+    (tmp_path / "benchmarks" / "gates" / "study.py").write_text("from calibration import write_run\n")
+    (tmp_path / "benchmarks" / "gates" / "calibration.py").write_text(
+        "def main():\n    from benchmarks.gates.study import run\n")
+    (tmp_path / "tests" / "helpers").mkdir(parents=True)
+    (tmp_path / "tests" / "helpers" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "helpers" / "shop.py").write_text("from conftest import product\n")
+    (tmp_path / "tests" / "conftest.py").write_text("from helpers.shop import served\n")
+    report = _cycles(*_import_graph(tmp_path))
+    assert report == ["2 modules: benchmarks/gates/calibration.py, benchmarks/gates/study.py",
+                      "    benchmarks/gates/calibration.py -> benchmarks/gates/study.py (l.2)",
+                      "    benchmarks/gates/study.py -> benchmarks/gates/calibration.py (l.1)",
+                      "2 modules: tests/conftest.py, tests/helpers/shop.py",
+                      "    tests/conftest.py -> tests/helpers/shop.py (l.1)",
+                      "    tests/helpers/shop.py -> tests/conftest.py (l.1)"], report
+
+
+def test_no_import_cycles():
+    """No two Python files of the repository (the package, the verifiers taskset, benchmarks/,
+    tests/ with its helpers and conftests) import each other through any chain."""
+    graph, lines = _import_graph()
+    assert {source.split("/")[0] for source in graph} == set(SEARCH_PATHS), "a place with no imports found"
+    report = _cycles(graph, lines)
+    if report:
         pytest.fail("import cycles (modules that import each other through some chain):\n"
                     + "\n".join(report), pytrace=False)
