@@ -20,7 +20,7 @@ from pytest_agentgym.envs.protocol import EnvClient
 from pytest_agentgym.envs.replicas import replicated
 from pytest_agentgym.engine.episode import ChatModel, EpisodeRequest, run_episode
 from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo
-from pytest_agentgym.transport import ensure_file_room
+from pytest_agentgym.transport.keepalive import ensure_file_room
 
 #: Builds the model client inside the engine's loop (clients bind to their loop).
 ModelFactory = Callable[[], ChatModel]

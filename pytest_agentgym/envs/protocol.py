@@ -44,7 +44,8 @@ import httpx
 
 from pytest_agentgym.envs.spec import DEFAULT_REQUEST_TIMEOUT
 from pytest_agentgym.envs.watch import in_flight
-from pytest_agentgym.transport import KeepAliveTransport, RawAnswer, Route, encode_json
+from pytest_agentgym.transport.keepalive import KeepAliveTransport
+from pytest_agentgym.transport.route import RawAnswer, Route, encode_json
 
 Dialect = Literal["id", "env_idx"]
 _DIALECTS = ("id", "env_idx")

@@ -24,7 +24,7 @@ from verifiers.v1.types import content_text
 
 from pytest_agentgym.engine.episode import Completion
 from pytest_agentgym.model.errors import ContextLengthExceeded, EndpointBadResponse
-from pytest_agentgym.transport import async_http_client
+from pytest_agentgym.transport.proxies import async_http_client
 
 #: Seconds one chat completion through the interception endpoint may take.
 COMPLETION_TIMEOUT_S = 600.0
@@ -84,7 +84,7 @@ class ChatTurnHarness(vf.Harness[ChatTurnHarnessConfig]):
         else:
             messages += [_wire(message) for message in prompt or []]
         body: dict[str, Any] = {"model": ctx.model, "messages": messages, "stream": False}
-        async with async_http_client(timeout=COMPLETION_TIMEOUT_S) as http:  # transport.proxy_for
+        async with async_http_client(timeout=COMPLETION_TIMEOUT_S) as http:  # transport.proxies.proxy_for
             response = await http.post(endpoint.rstrip("/") + "/chat/completions", json=body,
                                        headers={"Authorization": f"Bearer {secret}"})
         if response.status_code != 200:

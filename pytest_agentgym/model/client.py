@@ -59,7 +59,8 @@ from pytest_agentgym.model.errors import (  # re-exported: the client's errors
     server_message,
 )
 from pytest_agentgym.model.records import CallRecord, ModelReply
-from pytest_agentgym.transport import KeepAliveTransport, RawAnswer, Route, encode_json
+from pytest_agentgym.transport.keepalive import KeepAliveTransport
+from pytest_agentgym.transport.route import RawAnswer, Route, encode_json
 
 __all__ = [
     "ContextLengthExceeded", "EndpointBadResponse", "EndpointClient", "EndpointDown",
@@ -97,7 +98,7 @@ class EndpointClient:
     ``base_url`` is the URL the OpenAI paths hang off (``.../v1``, or
     ``<gateway>/openai/v1`` for TensorZero). ``http_client`` (an
     ``httpx.AsyncClient``) lets unit tests inject a transport; otherwise the
-    client is an ``httpx.AsyncClient`` over :class:`~pytest_agentgym.transport.KeepAliveTransport`. Use as ``async with EndpointClient(...) as client``,
+    client is an ``httpx.AsyncClient`` over :class:`~pytest_agentgym.transport.keepalive.KeepAliveTransport`. Use as ``async with EndpointClient(...) as client``,
     or call :meth:`aclose`.
     """
 
@@ -389,7 +390,7 @@ def _whole_characters(value: Any) -> Any:
 
 
 def _direct_route(lean: Any, base_url: str, api_key: "_Secret") -> "Route | None":
-    """A :class:`~pytest_agentgym.transport.Route` to ``base_url`` with the headers the
+    """A :class:`~pytest_agentgym.transport.route.Route` to ``base_url`` with the headers the
     SDK sends (key, user agent, JSON), or None where the SDK must send (see ``EndpointClient._post``)."""
     if lean is None or not Route.usable(base_url):
         return None

@@ -41,7 +41,7 @@ from pytest_agentgym.model.endpoint_settings import (
 from pytest_agentgym.model.launcher import launch
 from pytest_agentgym.model.vllm import LaunchError
 from pytest_agentgym.results.redact import redact_text, redact_url
-from pytest_agentgym.transport import ProxyRouting, proxy_for, proxy_phrase
+from pytest_agentgym.transport.proxies import ProxyRouting, proxy_for, proxy_phrase
 
 __all__ = ["Health", "NoEndpointAvailable", "choose_endpoint", "probe"]
 
@@ -99,7 +99,7 @@ def _listed(names: list[str], wanted: str, ollama: bool = False) -> bool:
 def probe(config: EndpointConfig, *, timeout: float = HEALTH_TIMEOUT, api_key: str | None = None,
           transport: httpx.BaseTransport | None = None) -> Health:
     """Check one running endpoint (bounded by ``timeout`` per request). Requests follow
-    the plugin's proxy rule (:func:`pytest_agentgym.transport.proxy_for`) unless a
+    the plugin's proxy rule (:func:`pytest_agentgym.transport.proxies.proxy_for`) unless a
     ``transport`` is injected; a failure through a proxy says so."""
     if config.url is None:
         return Health(False, "not launched yet")

@@ -22,7 +22,7 @@ from pytest_agentgym.model.records import CallRecord
 from pytest_agentgym.results.redact import redact_url
 
 if TYPE_CHECKING:
-    from pytest_agentgym.transport import RawAnswer
+    from pytest_agentgym.transport.route import RawAnswer
 
 
 class ModelError(Exception):

@@ -157,7 +157,7 @@ def _served_version(url: str, within: float) -> str | None:
     seconds (:func:`~pytest_agentgym.process.health.ask`: a busy machine delays the
     answer, never drops it from the notes); None when it never answers or has none."""
     from pytest_agentgym.process.health import NoAnswer, ask
-    from pytest_agentgym.transport import http_client
+    from pytest_agentgym.transport.proxies import http_client
 
     try:
         with http_client(timeout=5.0) as http:  # the plugin's proxy rule: none for our own vLLM

@@ -68,9 +68,9 @@ def probe_client() -> httpx.Client:
     and reuse it for every poll. Building a client builds an SSL context, which
     costs tens of milliseconds of CPU; a new one per poll adds up under load.
     Its requests follow the plugin's one proxy rule
-    (:func:`pytest_agentgym.transport.proxy_for`): never a proxy for this machine's
+    (:func:`pytest_agentgym.transport.proxies.proxy_for`): never a proxy for this machine's
     servers, the ``*_PROXY`` variables for others."""
-    from pytest_agentgym.transport import http_client
+    from pytest_agentgym.transport.proxies import http_client
 
     return http_client(timeout=5.0, follow_redirects=False)
 
@@ -92,7 +92,7 @@ def probe(url: str, timeout: float, check: HealthCheck = ANY_ANSWER,
             return probe(url, timeout, check, own)
     import httpx
 
-    from pytest_agentgym.transport import proxy_for, proxy_phrase
+    from pytest_agentgym.transport.proxies import proxy_for, proxy_phrase
 
     target = url.rstrip("/") + check.path
     try:

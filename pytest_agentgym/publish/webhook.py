@@ -20,7 +20,7 @@ not 2xx, or no answer within :data:`ATTEMPT_TIMEOUT_S` is retried (up to
 passed since the first try; what still fails is one line returned to the caller
 (a warning in the terminal, a note in run.json). A 4xx other than 429 is not retried:
 the receiver refused the request and would refuse it again. The requests go through
-the project's HTTP client (``transport.http_client``), so the proxy rule holds
+the project's HTTP client (``transport.proxies.http_client``), so the proxy rule holds
 (loopback never through a proxy).
 """
 
@@ -112,7 +112,7 @@ def post(url: str, data: bytes) -> str | None:
     import httpx
 
     from pytest_agentgym import __version__
-    from pytest_agentgym.transport import http_client
+    from pytest_agentgym.transport.proxies import http_client
 
     headers = {"Content-Type": "application/json", "User-Agent": f"pytest-agentgym/{__version__}",
                "X-Agentgym-Event": EVENT}

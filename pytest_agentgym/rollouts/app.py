@@ -58,14 +58,14 @@ def create_app(service: RolloutService, *, default_base_url: str | None = None,
 
     from pytest_agentgym.model.call_settings import read_api_key
     from pytest_agentgym.rollouts.endpoint import check_endpoint, shown_url
-    from pytest_agentgym.transport import async_http_client
+    from pytest_agentgym.transport.proxies import async_http_client
 
     jobs = Jobs(keep_rollouts=service.max_queued)
     http: dict[str, httpx.AsyncClient] = {}
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
-        http["client"] = async_http_client()  # the plugin's proxy rule (transport.proxy_for)
+        http["client"] = async_http_client()  # the plugin's proxy rule (transport.proxies.proxy_for)
         try:
             yield
         finally:

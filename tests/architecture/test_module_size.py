@@ -16,7 +16,6 @@ PACKAGE = Path(pytest_agentgym.__file__).parent
 
 #: modules under pytest_agentgym/ that may exceed LIMIT, each with its reason
 ALLOWED = {
-    "transport.py",  # under measurement against aiohttp (issue 37)
     "run/evaluation.py",  # EvaluationRun: one class, the run's state through its phases (plan, begin,
     # episodes, early stops, end) that the plugin, worker and rollout service drive; what each phase
     # writes or decides is in opening, ending, checks, plans, services and stopping already

@@ -1,6 +1,6 @@
-"""The lean keep-alive HTTP/1.1 transport (pytest_agentgym/transport.py) that the env and
+"""The lean keep-alive HTTP/1.1 transport (pytest_agentgym/transport/) that the env and
 model clients use on the hot path: many requests, few connections; and the one proxy
-rule of every HTTP client (transport.proxy_for), checked through a real proxy on
+rule of every HTTP client (transport.proxies.proxy_for), checked through a real proxy on
 loopback (tests/helpers/http_proxy.py)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from helpers.http_proxy import EchoServer, RecordingProxy, use_proxy_variables
 
 def test_an_env_client_reuses_its_connections(tmp_path):
     """The lean transport keeps connections alive: many requests, few connections."""
-    from pytest_agentgym.transport import KeepAliveTransport
+    from pytest_agentgym.transport.keepalive import KeepAliveTransport
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), ChatHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -40,7 +40,7 @@ def test_an_env_client_reuses_its_connections(tmp_path):
     assert transport.opened == 4
 
 
-# -- proxies: one rule (transport.proxy_for) for every route -------------------------------
+# -- proxies: one rule (transport.proxies.proxy_for) for every route -------------------------------
 
 
 @pytest.mark.parametrize("url, environ, expected", [
@@ -72,16 +72,18 @@ def test_an_env_client_reuses_its_connections(tmp_path):
     ("http://gpu-box/v1", {}, None),
 ])
 def test_proxy_for_is_httpx_trust_env_except_that_loopback_is_never_proxied(url, environ, expected):
-    from pytest_agentgym.transport import proxy_for
+    from pytest_agentgym.transport.proxies import proxy_for
 
     assert proxy_for(url, environ) == expected
 
 
 def test_loopback_traffic_of_every_route_never_reaches_the_proxy(monkeypatch):
     """HTTP_PROXY and ALL_PROXY set, loopback not in NO_PROXY: the lean transport under
-    httpx, its direct route and the httpx clients of transport.py all go straight to
+    httpx, its direct route and the httpx clients of transport.proxies all go straight to
     127.0.0.1 and localhost; the proxy sees nothing."""
-    from pytest_agentgym.transport import KeepAliveTransport, Route, async_http_client, http_client
+    from pytest_agentgym.transport.keepalive import KeepAliveTransport
+    from pytest_agentgym.transport.proxies import async_http_client, http_client
+    from pytest_agentgym.transport.route import Route
 
     with RecordingProxy(reach_loopback=True) as proxy, EchoServer() as server:
         use_proxy_variables(monkeypatch, HTTP_PROXY=proxy.url, ALL_PROXY=proxy.url, NO_PROXY="")
@@ -108,7 +110,9 @@ def test_other_hosts_go_through_the_proxy_on_every_route(monkeypatch):
     """``example.invalid`` is a name only the proxy can resolve (to the loopback echo
     server): a request for it arrives only if the route honoured HTTP_PROXY, and the
     proxy is sent the whole URL (absolute form) with the credentials of its URL."""
-    from pytest_agentgym.transport import KeepAliveTransport, Route, async_http_client, http_client
+    from pytest_agentgym.transport.keepalive import KeepAliveTransport
+    from pytest_agentgym.transport.proxies import async_http_client, http_client
+    from pytest_agentgym.transport.route import Route
 
     with RecordingProxy(hosts={"example.invalid": "127.0.0.1"}) as proxy, EchoServer() as server:
         proxy_url = proxy.url.replace("http://", "http://user:s%40cret@")
@@ -140,7 +144,8 @@ def test_other_hosts_go_through_the_proxy_on_every_route(monkeypatch):
 def test_https_goes_through_https_proxy_with_connect(monkeypatch):
     """An https:// URL takes HTTPS_PROXY (a CONNECT tunnel) on the lean transport and on
     the httpx clients; a proxy that refuses the tunnel is httpx's ProxyError."""
-    from pytest_agentgym.transport import KeepAliveTransport, http_client
+    from pytest_agentgym.transport.keepalive import KeepAliveTransport
+    from pytest_agentgym.transport.proxies import http_client
 
     with RecordingProxy(refuse=True) as proxy:
         use_proxy_variables(monkeypatch, HTTPS_PROXY=proxy.url)
@@ -159,7 +164,8 @@ def test_https_goes_through_https_proxy_with_connect(monkeypatch):
 
 def test_a_proxy_that_is_down_is_named_in_the_connection_error(monkeypatch):
     from pytest_agentgym.process.health import free_port
-    from pytest_agentgym.transport import KeepAliveTransport, Route
+    from pytest_agentgym.transport.keepalive import KeepAliveTransport
+    from pytest_agentgym.transport.route import Route
 
     port = free_port()  # nothing listens there
     use_proxy_variables(monkeypatch, HTTP_PROXY=f"http://me:pw@127.0.0.1:{port}")

@@ -1,4 +1,4 @@
-"""Back-pressure in the lean transport (pytest_agentgym/transport.py): requests wait for a
+"""Back-pressure in the lean transport (pytest_agentgym/transport/): requests wait for a
 connection instead of failing, when ``max_connections`` are busy and when this process
 is out of file descriptors (hundreds of episodes in flight under ``ulimit -n 1024``).
 Against a real server on 127.0.0.1 (tests/transport/_keepalive_server.py)."""
@@ -22,7 +22,8 @@ def _step(n: int) -> bytes:
 
 
 def test_requests_beyond_max_connections_wait_for_one():
-    from pytest_agentgym.transport import KeepAliveTransport, Route
+    from pytest_agentgym.transport.keepalive import KeepAliveTransport
+    from pytest_agentgym.transport.route import Route
 
     with CountingServer() as server:
         transport = KeepAliveTransport(max_connections=4)
@@ -38,7 +39,8 @@ def test_requests_beyond_max_connections_wait_for_one():
 
 
 def test_a_request_that_waits_past_its_timeout_for_a_connection_is_a_pool_timeout():
-    from pytest_agentgym.transport import KeepAliveTransport, Route
+    from pytest_agentgym.transport.keepalive import KeepAliveTransport
+    from pytest_agentgym.transport.route import Route
 
     hold = threading.Event()
     with CountingServer(hold=hold) as server:
@@ -60,7 +62,8 @@ def test_a_request_that_waits_past_its_timeout_for_a_connection_is_a_pool_timeou
 
 _SHORT_OF_FILES = """
 import asyncio, json, os, resource, sys
-from pytest_agentgym.transport import KeepAliveTransport, Route
+from pytest_agentgym.transport.keepalive import KeepAliveTransport
+from pytest_agentgym.transport.route import Route
 
 async def main():
     transport = KeepAliveTransport()
@@ -98,7 +101,7 @@ def test_the_engine_raises_a_low_open_files_limit_for_its_episodes_in_flight():
     code = (
         "import resource\n"
         "resource.setrlimit(resource.RLIMIT_NOFILE, (256, 4096))\n"
-        "from pytest_agentgym.transport import ensure_file_room\n"
+        "from pytest_agentgym.transport.keepalive import ensure_file_room\n"
         "print(ensure_file_room(512), resource.getrlimit(resource.RLIMIT_NOFILE)[0])\n"
         "print(ensure_file_room(2000), resource.getrlimit(resource.RLIMIT_NOFILE)[0])\n"
         "print(ensure_file_room(4), resource.getrlimit(resource.RLIMIT_NOFILE)[0])\n"

@@ -1,4 +1,4 @@
-"""The keep-alive race of the lean transport (pytest_agentgym/transport.py): a server
+"""The keep-alive race of the lean transport (pytest_agentgym/transport/): a server
 closes a connection it holds idle while the client, whose event loop has not seen the
 close yet, sends the next request on it. Against a real server on 127.0.0.1 that counts
 every request it runs: no request fails for it, none runs twice, and a connection that
@@ -22,7 +22,8 @@ from _keepalive_server import CountingServer
 
 
 def _route(server: CountingServer, **options):
-    from pytest_agentgym.transport import KeepAliveTransport, Route
+    from pytest_agentgym.transport.keepalive import KeepAliveTransport
+    from pytest_agentgym.transport.route import Route
 
     transport = KeepAliveTransport(**options)
     return transport, Route(transport, server.url)

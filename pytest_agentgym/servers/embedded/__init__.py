@@ -57,7 +57,7 @@ def create_app(name: str) -> Any:
 
 
 #: How long an idle keep-alive connection stays open (uvicorn's default is 5 s). The
-#: harness's client reuses a connection idle for a few seconds (transport.IDLE_EXPIRY_S):
+#: harness's client reuses a connection idle for a few seconds (transport.keepalive.IDLE_EXPIRY_S):
 #: with 5 s here, a request sent on a connection in the moment the server closed it was
 #: lost ("server closed the connection without an answer"). A server setting, not wire
 #: content; an idle connection costs a socket and a few kB.

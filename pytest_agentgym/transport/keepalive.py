@@ -1,5 +1,5 @@
 """A lean keep-alive HTTP/1.1 transport for the hot path: for ``httpx.AsyncClient``,
-and, through :class:`Route`, without httpx's request and response objects at all.
+and, through ``transport.route.Route``, without httpx's request and response objects at all.
 
 The episode loop sends two small requests per environment step (the model's
 chat completion, the environment's ``/step``), many episodes at once, to a few
@@ -52,25 +52,15 @@ connections (at 512 in flight, a cap of 128 halved the episodes per second).
 from __future__ import annotations
 
 import asyncio
-import base64
 import errno
-import ipaddress
-import json
-import os
-import re
 import select
-import threading
 import time
 from collections import deque
-from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any, Mapping
-from urllib.parse import unquote, urlsplit
 
 import httpx
 
-from pytest_agentgym.results.jsonl import json_utf8
-from pytest_agentgym.results.redact import redact_url
+from pytest_agentgym.transport.http11 import encode_request, read_response
+from pytest_agentgym.transport.proxies import AsyncProxyRouting, proxy_address, proxy_for, proxy_phrase
 
 #: seconds a connection may sit idle before it is closed rather than reused (uvicorn closes at 5 s)
 IDLE_EXPIRY_S = 4.0
@@ -78,231 +68,6 @@ IDLE_EXPIRY_S = 4.0
 #: (this process is out of descriptors or ports, not the server unreachable)
 _SHORT_OF = frozenset({errno.EMFILE, errno.ENFILE, errno.EADDRNOTAVAIL, errno.ENOBUFS})
 _HEAD_LIMIT = 64 * 1024
-
-
-# ------------------------------------------------------------------------ proxies
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is this machine: ``localhost`` (and ``*.localhost``), an
-    address in ``127.0.0.0/8``, ``::1`` (an IPv4-mapped one too), or the
-    unspecified address (``0.0.0.0``, ``::``), which reaches this machine."""
-    name = host.strip("[]").lower().rstrip(".")
-    if name == "localhost" or name.endswith(".localhost"):
-        return True
-    try:
-        address = ipaddress.ip_address(name.split("%", 1)[0])
-    except ValueError:
-        return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return address.is_loopback or address.is_unspecified
-
-
-@dataclass(frozen=True)
-class _Pattern:
-    """One key of httpx's proxy mounts (``http://``, ``all://*example.com``, ...)
-    with its proxy (None: no proxy); matched as httpx's ``URLPattern`` matches."""
-
-    scheme: str
-    host: str
-    port: int | None
-    host_regex: re.Pattern[str] | None
-    proxy: str | None
-
-    @classmethod
-    def of(cls, key: str, proxy: str | None) -> "_Pattern":
-        url = httpx.URL(key)
-        scheme = "" if url.scheme == "all" else url.scheme
-        host = "" if url.host == "*" else url.host
-        if not host:
-            regex = None
-        elif host.startswith("*."):  # *.example.com: www.example.com, not example.com
-            regex = re.compile(f"^.+\\.{re.escape(host[2:])}$")
-        elif host.startswith("*"):  # *example.com: www.example.com and example.com
-            regex = re.compile(f"^(.+\\.)?{re.escape(host[1:])}$")
-        else:
-            regex = re.compile(f"^{re.escape(host)}$")
-        return cls(scheme, host, url.port, regex, proxy)
-
-    def matches(self, url: httpx.URL) -> bool:
-        if self.scheme and self.scheme != url.scheme:
-            return False
-        if self.host and self.host_regex is not None and not self.host_regex.match(url.host):
-            return False
-        return self.port is None or self.port == url.port
-
-    @property
-    def priority(self) -> tuple[int, int, int]:
-        """httpx's order: a port first, then longer hosts, then longer schemes."""
-        return (0 if self.port is not None else 1, -len(self.host), -len(self.scheme))
-
-
-def _proxy_variables(environ: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-    """The ``*_proxy`` variables, as ``urllib.request.getproxies`` reads them (which
-    httpx uses): lower-case names win over upper-case ones, an empty lower-case one
-    removes its scheme, and a CGI request (``REQUEST_METHOD``) ignores ``HTTP_PROXY``."""
-    found: dict[str, str] = {}
-    for name, value in environ.items():
-        lower = name.lower()
-        if value and lower.endswith("_proxy"):
-            found[lower[:-6]] = value
-    if "REQUEST_METHOD" in environ:
-        found.pop("http", None)
-    for name, value in environ.items():
-        if name.endswith("_proxy"):
-            if value:
-                found[name.lower()[:-6]] = value
-            else:
-                found.pop(name.lower()[:-6], None)
-    return tuple(sorted(found.items()))
-
-
-@lru_cache(maxsize=32)
-def _patterns(variables: tuple[tuple[str, str], ...]) -> tuple[_Pattern, ...]:
-    """The proxy mounts httpx builds from ``variables`` with ``trust_env``, most specific
-    first (httpx's ``get_environment_proxies`` and the client's sort)."""
-    info = dict(variables)
-    mounts: dict[str, str | None] = {}
-    for scheme in ("http", "https", "all"):
-        if info.get(scheme):
-            value = info[scheme]
-            mounts[f"{scheme}://"] = value if "://" in value else f"http://{value}"
-    for host in (entry.strip() for entry in info.get("no", "").split(",")):
-        if host == "*":
-            return ()  # NO_PROXY=*: no proxy for anything
-        if not host:
-            continue
-        if "://" in host:
-            mounts[host] = None
-        elif _is_ip(host, 4):
-            mounts[f"all://{host}"] = None
-        elif _is_ip(host, 6):
-            mounts[f"all://[{host}]"] = None
-        elif host.lower() == "localhost":
-            mounts[f"all://{host}"] = None
-        else:
-            mounts[f"all://*{host}"] = None
-    patterns = []
-    for key, proxy in mounts.items():
-        try:
-            patterns.append(_Pattern.of(key, proxy))
-        except (httpx.InvalidURL, ValueError):
-            continue  # httpx would refuse the whole client; a bad NO_PROXY entry only is skipped here
-    return tuple(sorted(patterns, key=lambda p: p.priority))
-
-
-def _is_ip(host: str, version: int) -> bool:
-    try:
-        return ipaddress.ip_address(host.split("/")[0]).version == version
-    except ValueError:
-        return False
-
-
-def proxy_for(url: str | httpx.URL, environ: Mapping[str, str] | None = None) -> str | None:
-    """The proxy that a request to ``url`` goes through, or None: straight to it.
-
-    The one rule of every HTTP client of the plugin. A loopback host
-    (:func:`is_loopback`) is never proxied: a proxy runs elsewhere, and this
-    machine's servers are not its to reach. Any other host gets what httpx's
-    ``trust_env`` would give it from ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``
-    and ``NO_PROXY`` (lower-case names too) in ``environ`` (default: this process's
-    environment)."""
-    target = url if isinstance(url, httpx.URL) else httpx.URL(url)
-    if not target.host or is_loopback(target.host):
-        return None
-    for pattern in _patterns(_proxy_variables(os.environ if environ is None else environ)):
-        if pattern.matches(target):
-            return pattern.proxy
-    return None
-
-
-def proxy_phrase(proxy: str) -> str:
-    """``through the proxy http://host:3128`` (credentials shown as ``***``), for messages."""
-    return f"through the proxy {redact_url(proxy)}"
-
-
-def _proxy_address(proxy: str) -> tuple[tuple[str, int], str | None]:
-    """An ``http://`` proxy's address and its ``Proxy-Authorization`` value (None without user info)."""
-    parts = urlsplit(proxy)
-    if not parts.hostname:
-        raise httpx.ProxyError(f"the proxy URL {redact_url(proxy)} names no host; fix the *_PROXY variable")
-    auth = None
-    if parts.username is not None:
-        user = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
-        auth = "Basic " + base64.b64encode(user.encode("utf-8")).decode("ascii")
-    return (parts.hostname, parts.port or 80), auth
-
-
-class ProxyRouting(httpx.BaseTransport):
-    """httpx's own transport, once per route: each request goes straight to its server
-    or through the proxy :func:`proxy_for` names for its URL. ``options`` are
-    ``httpx.HTTPTransport``'s (``verify``, ``retries``, ...)."""
-
-    def __init__(self, **options: Any) -> None:
-        self._options = options
-        self._routes: dict[str | None, httpx.BaseTransport] = {}
-        self._lock = threading.Lock()
-
-    def route(self, url: httpx.URL) -> httpx.BaseTransport:
-        proxy = proxy_for(url)
-        with self._lock:
-            if proxy not in self._routes:
-                self._routes[proxy] = _made(httpx.HTTPTransport, proxy, self._options)
-            return self._routes[proxy]
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        return self.route(request.url).handle_request(request)
-
-    def close(self) -> None:
-        with self._lock:
-            routes, self._routes = list(self._routes.values()), {}
-        for transport in routes:
-            transport.close()
-
-
-class AsyncProxyRouting(httpx.AsyncBaseTransport):
-    """:class:`ProxyRouting` for ``httpx.AsyncClient``."""
-
-    def __init__(self, **options: Any) -> None:
-        self._options = options
-        self._routes: dict[str | None, httpx.AsyncBaseTransport] = {}
-
-    def route(self, url: httpx.URL) -> httpx.AsyncBaseTransport:
-        proxy = proxy_for(url)
-        if proxy not in self._routes:
-            self._routes[proxy] = _made(httpx.AsyncHTTPTransport, proxy, self._options)
-        return self._routes[proxy]
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return await self.route(request.url).handle_async_request(request)
-
-    async def aclose(self) -> None:
-        routes, self._routes = list(self._routes.values()), {}
-        for transport in routes:
-            await transport.aclose()
-
-
-def _made(kind: Any, proxy: str | None, options: Mapping[str, Any]) -> Any:
-    if proxy is None:
-        return kind(**options)
-    try:
-        return kind(proxy=proxy, **options)
-    except ImportError as exc:  # socks5:// without socksio
-        raise httpx.ProxyError(f"cannot use the proxy {redact_url(proxy)} (from the *_PROXY variables): "
-                               f"{exc}") from exc
-
-
-def http_client(**kwargs: Any) -> httpx.Client:
-    """An ``httpx.Client`` (``kwargs`` as for it) whose requests follow :func:`proxy_for`."""
-    return httpx.Client(transport=ProxyRouting(), **kwargs)
-
-
-def async_http_client(**kwargs: Any) -> httpx.AsyncClient:
-    """An ``httpx.AsyncClient`` (``kwargs`` as for it) whose requests follow :func:`proxy_for`."""
-    return httpx.AsyncClient(transport=AsyncProxyRouting(), **kwargs)
-
-
 #: file descriptors an episode in flight may hold: a connection to the model, one to its
 #: environment server, and room for the replicas' and the health probes' own
 FILES_PER_EPISODE = 3
@@ -372,15 +137,6 @@ def _readable(poller: "select.poll", fd: int) -> bool:
         poller.unregister(fd)
 
 
-def _no_answer(kind: type[httpx.TransportError], message: str) -> httpx.TransportError:
-    """``kind(message)``, marked as ending before a single byte of the answer: on a reused
-    connection, the server closed it while idle and never ran the request. A mark, not a
-    subclass: callers and records name httpx's own class (``RemoteProtocolError``, ``ReadError``)."""
-    exc = kind(message)
-    exc.agentgym_no_answer = True  # type: ignore[attr-defined]
-    return exc
-
-
 class _Pool:
     """One transport's connections to one server: the idle ones (a stack: the last put
     back is taken first, so the others age and expire when fewer are needed), how many
@@ -446,10 +202,10 @@ class KeepAliveTransport(httpx.AsyncBaseTransport):
         if proxy is None:
             address, target, extra = (url.host, url.port or 80), None, ()
         else:  # an http:// proxy: the whole URL as the request target (absolute form)
-            address, auth = _proxy_address(proxy)
+            address, auth = proxy_address(proxy)
             target = f"http://{url.netloc.decode('ascii')}{url.raw_path.decode('ascii')}"
             extra = (("proxy-authorization", auth),) if auth else ()
-        payload = self._encode(request, await request.aread(), target, extra)
+        payload = encode_request(request, await request.aread(), target, extra)
         status, headers, body = await self.exchange(
             address, payload, request.method, *_timeouts(request), via=proxy)
         return httpx.Response(status, headers=headers, content=body,
@@ -602,21 +358,7 @@ class KeepAliveTransport(httpx.AsyncBaseTransport):
         self.opened += 1
         return _Connection(reader, writer)
 
-    # -- the exchange -------------------------------------------------------------
-
-    @staticmethod
-    def _encode(request: httpx.Request, body: bytes, target: str | None = None,
-                extra: tuple[tuple[str, str], ...] = ()) -> bytes:
-        target = target or request.url.raw_path.decode("ascii")
-        lines = [f"{request.method} {target} HTTP/1.1"]
-        has_length = False
-        for name, value in (*request.headers.multi_items(), *extra):
-            if name.lower() == "content-length":
-                has_length = True
-            lines.append(f"{name}: {value}")
-        if body and not has_length:
-            lines.append(f"content-length: {len(body)}")
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+    # -- the exchange (the framing is http11's) -------------------------------------
 
     @staticmethod
     async def _write(conn: _Connection, payload: bytes, timeout: float | None) -> None:
@@ -640,7 +382,7 @@ class KeepAliveTransport(httpx.AsyncBaseTransport):
             loop = asyncio.get_running_loop()
             timer = loop.call_at(loop.time() + timeout, conn.expire)
         try:
-            return await self._response(conn.reader, method)
+            return await read_response(conn.reader, method)
         except (httpx.TransportError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError) as exc:
             if conn.expired:
                 raise httpx.ReadTimeout("no answer within the read timeout") from None
@@ -654,142 +396,3 @@ class KeepAliveTransport(httpx.AsyncBaseTransport):
         finally:
             if timer is not None:
                 timer.cancel()
-
-    @staticmethod
-    async def _response(reader: asyncio.StreamReader,
-                        method: str) -> tuple[int, list[tuple[bytes, bytes]], bytes, bool]:
-        try:
-            head = await reader.readuntil(b"\r\n\r\n")
-        except asyncio.IncompleteReadError as exc:
-            if exc.partial:
-                raise
-            raise _no_answer(httpx.RemoteProtocolError, "the server closed the connection without an answer") from exc
-        except ConnectionError as exc:  # a reset: the server closed with the request unread
-            raise _no_answer(httpx.ReadError, f"the server reset the connection without an answer: {exc}") from exc
-        while True:
-            status_line, *header_lines = head[:-4].split(b"\r\n")
-            parts = status_line.split(b" ", 2)
-            if len(parts) < 2 or not parts[0].startswith(b"HTTP/1."):
-                raise httpx.RemoteProtocolError(f"not an HTTP/1.x answer: {status_line[:80]!r}")
-            status = int(parts[1])
-            if not 100 <= status < 200 or status == 101:
-                break  # 1xx (other than 101) are interim: the real answer follows
-            head = await reader.readuntil(b"\r\n\r\n")
-        headers = []
-        length = None
-        chunked = False
-        close = parts[0] == b"HTTP/1.0"
-        for line in header_lines:
-            name, _, value = line.partition(b":")
-            name, value = name.strip(), value.strip()
-            headers.append((name, value))
-            lower = name.lower()
-            if lower == b"content-length":
-                length = int(value)
-            elif lower == b"transfer-encoding":
-                chunked = b"chunked" in value.lower()
-            elif lower == b"connection":
-                close = b"close" in value.lower() if not close else close and b"keep-alive" not in value.lower()
-        if method == "HEAD" or status in (204, 304):
-            body = b""
-        elif chunked:
-            pieces = []
-            while True:
-                size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
-                if size == 0:
-                    while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers
-                        pass
-                    break
-                pieces.append(await reader.readexactly(size))
-                await reader.readexactly(2)
-            body = b"".join(pieces)
-        elif length is not None:
-            body = await reader.readexactly(length)
-        else:
-            body, close = await reader.read(), True
-        return status, headers, body, not close
-
-
-# ------------------------------------------------------------------------ the direct route
-
-
-class RawAnswer:
-    """An HTTP answer as :class:`Route` returns it: what callers of the hot path read
-    of an ``httpx.Response`` (``status_code``, ``headers.get``, ``content``, ``text``,
-    ``json()``), without building one."""
-
-    __slots__ = ("status_code", "headers", "content")
-
-    def __init__(self, status_code: int, headers: list[tuple[bytes, bytes]], content: bytes) -> None:
-        self.status_code = status_code
-        #: lower-case names; a repeated header keeps its last value
-        self.headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in headers}
-        self.content = content
-
-    @property
-    def text(self) -> str:
-        return self.content.decode("utf-8", errors="replace")
-
-    def json(self) -> Any:
-        return json.loads(self.content)
-
-
-def encode_json(value: Any) -> bytes:
-    """A request body as httpx encodes ``json=``: compact, UTF-8, no NaN."""
-    return json_utf8(json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
-
-
-class Route:
-    """Requests to one ``http://`` base URL (path prefix included) straight over a
-    :class:`KeepAliveTransport`; see the module's docstring.
-
-    ``headers`` are sent with every request (an API key, the SDK's user agent);
-    the host header and the prefix are prepared here once. Failures are the
-    transport's httpx exceptions, as through ``httpx.AsyncClient``. Where
-    :func:`proxy_for` names an ``http://`` proxy for ``base_url``, the requests go
-    to it (absolute-form targets); a route through another kind of proxy cannot
-    be made (:meth:`usable` says no).
-    """
-
-    def __init__(self, transport: KeepAliveTransport, base_url: str,
-                 headers: Mapping[str, str] | None = None) -> None:
-        parts = urlsplit(base_url)
-        if parts.scheme != "http" or not parts.hostname or parts.query or parts.fragment:
-            raise ValueError(f"a direct route needs a plain http:// URL, not {base_url!r}")
-        #: the proxy the requests go through (None: straight to the server)
-        self.proxy = proxy_for(base_url)
-        if self.proxy is not None and not self.proxy.startswith("http://"):
-            raise ValueError(f"a direct route cannot go {proxy_phrase(self.proxy)}: only http:// proxies")
-        self.transport = transport
-        self.prefix = parts.path.rstrip("/")
-        fixed = {"host": parts.netloc, "accept": "application/json", **{k.lower(): v for k, v in (headers or {}).items()}}
-        if self.proxy is None:
-            self.address = (parts.hostname, parts.port or 80)
-        else:
-            self.address, auth = _proxy_address(self.proxy)
-            self.prefix = f"http://{parts.netloc.rpartition('@')[2]}{self.prefix}"
-            if auth:
-                fixed["proxy-authorization"] = auth
-        self._fixed = "".join(f"{name}: {value}\r\n" for name, value in fixed.items())
-
-    @classmethod
-    def usable(cls, base_url: str) -> bool:
-        """Whether ``base_url`` can be reached this way (plain http, no query, and no
-        proxy or an http:// one)."""
-        parts = urlsplit(base_url)
-        if parts.scheme != "http" or not parts.hostname or parts.query or parts.fragment:
-            return False
-        proxy = proxy_for(base_url)
-        return proxy is None or proxy.startswith("http://")
-
-    async def request(self, method: str, path: str, body: bytes | None, timeout: float | None) -> RawAnswer:
-        """``method`` ``path`` (under the prefix; may carry a query) with a JSON ``body``."""
-        head = f"{method} {self.prefix}{path} HTTP/1.1\r\n{self._fixed}"
-        if body is not None:
-            head += f"content-type: application/json\r\ncontent-length: {len(body)}\r\n"
-        elif method in ("POST", "PUT", "PATCH"):
-            head += "content-length: 0\r\n"  # as httpx sends an empty POST
-        payload = (head + "\r\n").encode("latin-1") + (body or b"")
-        status, headers, content = await self.transport.exchange(
-            self.address, payload, method, timeout, timeout, timeout, self.proxy)
-        return RawAnswer(status, headers, content)
