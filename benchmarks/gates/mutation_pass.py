@@ -136,9 +136,9 @@ MUTATIONS = (
              "        return self.alpha * self.share / max(1, self.n_envs)",
              "        return self.alpha",
              ("tests/compare/test_sequential.py",)),
-    Mutation("a stopped environment counts as a partial run", "run/evaluation.py",
-             "        expected = self.planned_keys - set(self._unplayed.values())",
-             "        expected = set(self.planned_keys)",
+    Mutation("a stopped environment counts as a partial run", "run/judging.py",
+             "    expected = planned_keys - set(unplayed.values())",
+             "    expected = set(planned_keys)",
              ("tests/run/test_stop_when_decided.py",)),
 )
 

@@ -1,16 +1,33 @@
-"""What a run writes as it ends, beside run.json: the end events, the report, and the
-record of an episode lost with a crashed xdist worker. No pytest."""
+"""What a run writes as it ends: run.json's end state, the end events, the report, and
+the record of an episode lost with a crashed xdist worker. No pytest."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import signal
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo
+from pytest_agentgym.results.aggregate import summaries_record
+from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo, RunInfo
+
+
+def end_info(info: RunInfo, done: Any, *, stopper: Any, resources: Any) -> RunInfo:
+    """run.json's end state: ``info`` as the run began, with what it concluded (``done``:
+    run/judging.py's Conclusion), its stops, the versions, and the notes of the end (the
+    work queue's, the endpoint's restarts, why the gates were not judged)."""
+    return dataclasses.replace(info, ended_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                               status=done.status, counts=done.counts,
+                               gates=tuple(v.to_dict() for v in done.verdicts),
+                               stopped_early=stopper.to_dict() if stopper is not None else {},
+                               summaries=summaries_record(done.summaries),
+                               versions=resources.versions(),
+                               notes=info.notes + (resources.fleet.notes() if resources.fleet else ())
+                               + tuple(resources.endpoint_restarts)
+                               + ((f"gates not judged: {done.partial}",) if done.partial else ()))
 
 
 def publish_end(publisher: Any, settings: Any, info: Any, summaries: Mapping[str, Any], verdicts: Sequence[Any],

@@ -1,13 +1,19 @@
 """One evaluation run: what it runs, what it records, what it concludes.
 
 :class:`EvaluationRun` is what the plugin drives; it imports nothing of pytest
-(the plugin hands it the settings and the items' facts). It ties three parts:
+(the plugin hands it the settings and the items' facts). It holds the run's flow
+through its phases and ties three parts:
 
 * :class:`~pytest_agentgym.run.services.RunResources`: the endpoint, the servers,
   the engine and the publisher (what runs);
 * :class:`~pytest_agentgym.results.ledger.RunLedger`: run.json and episodes.jsonl, the
   status, resume (what is recorded);
 * gates and the report at the end (what is concluded), see :meth:`finish`.
+
+What each phase decides or writes is a sibling's: the episodes the command line
+selects (``selection``), the start of the records (``opening``), the episodes that
+cannot be played (``not_played``), stopping early (``stopping.RunStops``), the
+verdicts at the end (``judging``) and what is written then (``ending``).
 
 Under pytest-xdist the controller's instance owns the servers and the endpoint
 and hands their addresses to the workers (:meth:`worker_input`); each worker's
@@ -17,40 +23,30 @@ instance runs the episodes of the items it is given.
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from pytest_agentgym.results.aggregate import EnvSummary, summaries_record
+from pytest_agentgym.results.aggregate import EnvSummary
 from pytest_agentgym.envs import adapter_class
 from pytest_agentgym.results.gates import GateVerdict
-from pytest_agentgym.results.ledger import LedgerError, RunLedger, final_status
+from pytest_agentgym.results.ledger import RunLedger
 from pytest_agentgym.run.services import RunResources
 from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo, RunInfo
-from pytest_agentgym.results.store import RunDir, point_latest
-from pytest_agentgym.run import checks, ending, opening
-from pytest_agentgym.run.plans import EnvPlan, baseline_verdicts, judge, plan_for
+from pytest_agentgym.results.store import RunDir
+from pytest_agentgym.run import ending, judging, not_played, opening
+from pytest_agentgym.run.selection import Choose, node_path, selected_episodes
+from pytest_agentgym.run.plans import EnvPlan, plan_for
 from pytest_agentgym.run.requests import RequestRules
-from pytest_agentgym.run.plans import counts as run_counts
 
 if TYPE_CHECKING:  # the environment client (httpx, jinja2) is imported after warm_up
     # has spawned the servers, where the first episode is made
     from pytest_agentgym.envs.base import EnvAdapter
     from pytest_agentgym.engine.episode import EpisodeRequest
-    from pytest_agentgym.run.stopping import Stop, Stopper
-
-#: an episode as the command line's selection sees it: (suite path as in node ids,
-#: environment, task index, repeat)
-Episode = tuple[str, str, int, int]
+    from pytest_agentgym.run.stopping import RunStops, Stop, Stopper
 
 
 class RunAborted(RuntimeError):
     """The run cannot go on (its results cannot be written); the message says why and what to do."""
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 class EvaluationRun:
@@ -80,8 +76,8 @@ class EvaluationRun:
         self._rules: RequestRules | None = None
         self._began = False
         self._finished = False
-        self._failed_futures: dict[str, concurrent.futures.Future[EpisodeRecord]] = {}
-        self._prefetch = worker_input is None
+        #: the episodes whose endpoint or server could not be had: their error records (run/not_played.py)
+        self._not_played = not_played.NotPlayed(self._episode_finished)
         #: (env, task, repeat) of the episodes this run selected (the baseline check compares them)
         self.planned_keys: set[tuple[str, int, int]] = set()
         #: the paired comparisons with the baseline made at the end (pytest_agentgym.compare)
@@ -98,12 +94,9 @@ class EvaluationRun:
         self.partial: str | None = None
         #: the --agentgym-notify URLs that did not take the run's summary (publish/webhook.py)
         self.notify_problems: list[str] = []
-        #: --agentgym-stop-when-decided: decides each environment early (run/stopping.py)
-        self.stopper: Stopper | None = None
-        #: nodeid -> key of the items of each environment, as prepare saw them
-        self._items_by_env: dict[str, dict[str, tuple[str, int, int]]] = {}
-        #: nodeid -> key of the items a stop left unplayed (withdrawn, or never submitted)
-        self._unplayed: dict[str, tuple[str, int, int]] = {}
+        #: --agentgym-stop-when-decided: the stopper and the items its stops leave unplayed
+        #: (run/stopping.py), started by prepare
+        self.stops_early: RunStops | None = None
 
     @property
     def run_dir(self) -> RunDir:
@@ -118,7 +111,7 @@ class EvaluationRun:
     def model_settings(self) -> Any:
         return self.resources.model_settings()
 
-    def warm_up(self, choose: Callable[[Sequence[Episode]], list[Episode]] | None = None) -> None:
+    def warm_up(self, choose: Choose | None = None) -> None:
         """At configure time, for the first episode's sake: launch the servers of the
         suites named on the command line without waiting, so they boot while pytest
         imports and collects; read the model settings (a bad ``model:`` section raises
@@ -135,7 +128,8 @@ class EvaluationRun:
         except OSError:
             found = []  # collection will say what is wrong with the paths
         self.has_suites = bool(found)
-        envs = list(dict.fromkeys(env for _path, env, _task, _repeat in self._selected(found, choose)))
+        selected = selected_episodes(found, self.settings, choose, getattr(self.config, "rootpath", None))
+        envs = list(dict.fromkeys(env for _path, env, _task, _repeat in selected))
         if envs:
             self.resources.warm_up(envs)
         self.model_settings()
@@ -159,40 +153,20 @@ class EvaluationRun:
         if suite.environment not in self.plans:
             self.plans[suite.environment] = plan_for(suite, self.settings, gate_path)
 
-    def start_for_paths(self, paths: Sequence[str],
-                        choose: Callable[[Sequence[Episode]], list[Episode]] | None = None) -> None:
+    def start_for_paths(self, paths: Sequence[str], choose: Choose | None = None) -> None:
         """xdist controller: plan from the suites under ``paths`` (the controller collects
         no items) and start what they need, before workers start: only what ``choose``
         (the command line's -k, -m, --deselect, --lf) keeps."""
         from pytest_agentgym.config.suites import suites_under
 
-        found = suites_under(list(paths), self.settings)
-        selected = self._selected(found, choose)
+        found, root = suites_under(list(paths), self.settings), getattr(self.config, "rootpath", None)
+        selected = selected_episodes(found, self.settings, choose, root)
         envs = {env for _path, env, _task, _repeat in selected}
         for suite in found:
             if suite.environment in envs:
-                self._plan_suite(suite, self._node_path(suite.path))
+                self._plan_suite(suite, node_path(suite.path, root))
         self.planned_keys.update((env, task, repeat) for _path, env, task, repeat in selected)
         self._begin(list(self.plans))
-
-    def _selected(self, suites: Sequence[Any], choose: Callable[[Sequence[Episode]], list[Episode]] | None
-                  ) -> list[Episode]:
-        """The episodes of ``suites`` as (node path, environment, task, repeat), those
-        ``choose`` keeps (all without it)."""
-        from pytest_agentgym.config.suites import episodes
-
-        every = [(self._node_path(suite.path), suite.environment, task, repeat) for suite in suites
-                 for task, repeat in episodes(suite, self.settings.tasks, self.settings.repeat)]
-        return every if choose is None else choose(every)
-
-    def _node_path(self, path: Path) -> str:
-        """``path`` as pytest writes it in node ids (relative to the rootdir, '/'-separated),
-        so a gate has the same id with and without xdist."""
-        root = Path(self.config.rootpath) if self.config is not None else Path.cwd()
-        try:
-            return path.resolve().relative_to(root.resolve()).as_posix()
-        except ValueError:
-            return path.as_posix()
 
     # -- starting the run ------------------------------------------------------------------
 
@@ -211,52 +185,16 @@ class EvaluationRun:
         for name in env_names:  # their imports and templates, while the servers still boot
             self._adapter(name)
         chosen = self.resources.start_all(env_names)  # without a model: no server is left running
-        if self.worker is None:
-            self._open_records(chosen, env_names)
+        if self.worker is None:  # the controller: run.json, `latest`, the events (run/opening.py)
+            self.start_notices = opening.open_records(
+                self.settings, self.resources, self.ledger, chosen, env_names, plans=self.plans, rules=self.rules,
+                adapters=self._adapters, planned_keys=self.planned_keys, selection=self.selection)
         if chosen is not None:  # else every episode becomes an error record (see submit)
             self.resources.start_engine(self._adapters, concurrency=self.settings.concurrency,
                                         on_finished=self._episode_finished, kept=self.ledger.kept)
 
-    def _open_records(self, chosen: Any, env_names: Sequence[str]) -> None:
-        s, resources = self.settings, self.resources
-        fp = opening.run_fingerprint(s, chosen, env_names, self.plans, self.rules, self._adapters,
-                                     resources.server_identities)
-        if resources.fleet is not None:  # a queue run: the workers' endpoint kind; every work item carries fp
-            fp = resources.fleet.adopt_fingerprint(fp)
-        planned = set(self.selection) if self.selection is not None else self.planned_keys  # a shard: all of it
-        try:
-            checks.resumable(self.ledger, fp, s.run_id)
-            baseline_note = checks.comparable_with_baseline(s, fp, env_names, planned)
-        except LedgerError:
-            resources.stop()
-            raise
-        setup_note = (f"no model endpoint: {resources.setup_error.message}",) if chosen is None else ()
-        data_notes = tuple(resources.data_notes.values())
-        info = opening.run_info(s, chosen, env_names, fp, resources.versions(),
-                                (tuple(chosen.notes) if chosen else setup_note) + baseline_note + data_notes)
-        if s.shard is not None:
-            info = dataclasses.replace(info, shard=checks.shard_record(s, self.plans, self.selection,
-                                                                       self.planned_keys))
-        info = self.ledger.begin(info)
-        if s.shard is None:  # a shard is not the run; its merge is
-            point_latest(self.run_dir.path.parent, s.run_id)
-        notes = resources.start_publisher(self.run_dir.path)
-        from pytest_agentgym.publish.notices import Notice
-
-        self.start_notices = [Notice(f"data {env}", note, advisory=False) for env, note in resources.data_notes.items()]
-        if resources.publisher is not None:
-            self.start_notices += list(resources.publisher.notices)
-        if notes:
-            info = dataclasses.replace(info, notes=info.notes + tuple(notes))
-            self.ledger.write(info)
-        if resources.publisher is not None:
-            from pytest_agentgym.results.events import field_status
-
-            resources.publisher.publish(field_status(info, "started", {}))
-
     def worker_input(self) -> dict[str, Any]:
-        return {**self.resources.worker_input(self.run_dir.path),
-                "agentgym_generation": self.ledger.generation}
+        return {**self.resources.worker_input(self.run_dir.path), "agentgym_generation": self.ledger.generation}
 
     # -- episodes -----------------------------------------------------------------------
 
@@ -268,10 +206,7 @@ class EvaluationRun:
         return self._rules
 
     def request_for(self, item: Any) -> EpisodeRequest:
-        suite = item.suite
-        return self.rules.request(self.settings.spec(suite.environment), item.task_index, item.repeat,
-                                  max_rounds=suite.max_rounds, episode_timeout=suite.episode_timeout,
-                                  sampling=suite.sampling, min_reward=suite.min_reward, nodeid=item.nodeid)
+        return self.rules.for_item(self.settings.spec(item.suite.environment), item)
 
     def kept_record(self, item: Any) -> EpisodeRecord | None:
         """The scored record an earlier generation of a resumed run left for ``item``."""
@@ -279,93 +214,55 @@ class EvaluationRun:
 
     def prepare(self, items: Sequence[Any]) -> None:
         """Start what the items need (they were planned after collection: :meth:`plan`);
-        without xdist, queue every episode that is not kept at once, so the engine runs up to ``concurrency`` of them ahead."""
+        without xdist, queue every episode that is not kept at once, so the engine runs up to
+        ``concurrency`` of them ahead."""
         self.planned_keys = {item.key for item in items}
         envs = list(dict.fromkeys(i.suite.environment for i in items))
         if not envs:
             return
-        for item in items:
-            self._items_by_env.setdefault(item.suite.environment, {})[item.nodeid] = item.key
         self._begin(envs)
         if self.settings.stop_when_decided and self.worker is None and self._began:
-            self._start_stopper()
-        if self._prefetch:
-            for item in items:
-                if self.kept_record(item) is None and item.nodeid not in self._unplayed:
-                    self.submit(item.nodeid, self.request_for(item))
+            from pytest_agentgym.run.stopping import RunStops
+
+            self.stops_early = RunStops.start(self.settings, self.plans, self.planned_keys, self.ledger, items,
+                                              self.resources.engine)
+        if self.worker is None:  # without xdist: the engine runs ahead of the items
+            self._queue(items)
+
+    def _queue(self, items: Sequence[Any]) -> None:
+        """Submit the episodes of ``items`` that are neither kept nor left unplayed by a stop."""
+        unplayed = self.stops_early.unplayed if self.stops_early is not None else {}
+        for item in items:
+            if self.kept_record(item) is None and item.nodeid not in unplayed:
+                self.submit(item.nodeid, self.request_for(item))
 
     # -- stopping when decided ----------------------------------------------------------------
 
-    def _start_stopper(self) -> None:
-        """The stopper, fed with the records a resumed run keeps; the stops that run
-        recorded stand, and an environment whose kept records reach a look point is
-        looked at once now, before anything is played."""
-        from pytest_agentgym.run.plans import reward_ranges
-        from pytest_agentgym.run.stopping import Stopper
-
-        baseline = None
-        if self.settings.baseline:
-            from pytest_agentgym.compare import CompareError
-            from pytest_agentgym.compare.runs import load_run
-
-            try:
-                baseline = load_run(self.settings.baseline, "baseline").records
-            except CompareError as exc:  # checked at configure: it changed since
-                raise LedgerError(f"--agentgym-baseline={self.settings.baseline_given}: {exc}") from None
-        self.stopper = Stopper(self.plans, self.planned_keys, baseline=baseline, margin=self.settings.max_drop,
-                               reward_ranges=reward_ranges(self.settings))
-        for key, record in self.ledger.kept.items():
-            if key in self.planned_keys:
-                self.stopper.recorded(record)
-        self.stopper.carry(self.ledger.previous_stopped)
-        for env in self.stopper.stops:
-            self._leave_unplayed(env)
-        for env in list(self._items_by_env):
-            self._look(env)
+    @property
+    def stopper(self) -> Stopper | None:
+        """--agentgym-stop-when-decided: decides each environment early (run/stopping.py)."""
+        return self.stops_early.stopper if self.stops_early is not None else None
 
     def _look(self, env: str) -> None:
-        """After a record of ``env``: look at it; when it stops, take back its episodes
-        that have not begun (those begun finish and are recorded as usual)."""
-        if self.stopper is not None and self.stopper.look(env) is not None:
-            self._leave_unplayed(env)
-
-    def _leave_unplayed(self, env: str) -> None:
-        """Mark ``env``'s items whose episodes have not begun as not to be played."""
-        items = self._items_by_env.get(env, {})
-        engine = self.resources.engine  # never a work queue's: settings refuse the flag with --agentgym-queue
-        for nodeid, key in items.items():
-            if key in self.ledger.kept or nodeid in self._unplayed or (
-                    self.stopper is not None and self.stopper.has_record(key)):
-                continue
-            if engine is None or not engine.submitted(nodeid) or engine.withdraw(nodeid):
-                self._unplayed[nodeid] = key
+        """After a record of ``env``: look at it, and leave unplayed what a stop takes back."""
+        if self.stops_early is not None:
+            self.stops_early.look(env)
 
     def stopped_reason(self, item: Any) -> str | None:
         """Why ``item`` is not played (its environment stopped before it), or None."""
-        stop = self.stopper.stops.get(item.suite.environment) if self.stopper is not None else None
-        if stop is None or item.nodeid not in self._unplayed:
-            return None
-        from pytest_agentgym.run.stopping import skip_reason
-
-        return skip_reason(stop)
+        early = self.stops_early
+        return early.stopped_reason(item.suite.environment, item.nodeid) if early is not None else None
 
     def new_stops(self) -> list[Stop]:
         """The stops not shown yet (the plugin shows each once, as it happens)."""
         return self.stopper.unannounced() if self.stopper is not None else []
 
-    @property
-    def stops(self) -> dict[str, Stop]:
-        return dict(self.stopper.stops) if self.stopper is not None else {}
-
     def read_ahead(self, items: Sequence[Any]) -> None:
         """xdist worker: queue the episodes of ``items`` (the ones queued for this worker,
         in order) so the engine plays up to ``concurrency`` of them at once, as a
         single process does with all of its items (see pytest_agentgym.plugin.readahead)."""
-        if not self._began:
-            return
-        for item in items:
-            if self.kept_record(item) is None:
-                self.submit(item.nodeid, self.request_for(item))
+        if self._began:
+            self._queue(items)  # a worker: no stop leaves anything unplayed
 
     def withdraw(self, keys: Sequence[str]) -> list[str]:
         """Take back queued episodes that have not begun; returns the keys withdrawn."""
@@ -395,7 +292,7 @@ class EvaluationRun:
 
     def _forget(self, key: str) -> None:
         """The record is the caller's now (and on disk): hold no reference to it."""
-        self._failed_futures.pop(key, None)
+        self._not_played.forget(key)
         if self.resources.engine is not None:
             self.resources.engine.forget(key)
 
@@ -430,24 +327,10 @@ class EvaluationRun:
     def submit(self, key: str, request: EpisodeRequest) -> concurrent.futures.Future[EpisodeRecord]:
         """Queue an episode; when its endpoint or server could not be had, its record
         is an error at once (written like any other), and nothing is contacted."""
-        resources = self.resources
-        error = resources.setup_error or resources.env_errors.get(request.spec.name)
-        if error is None and resources.engine is not None:
-            return resources.engine.submit(key, request)
-        if key not in self._failed_futures:
-            error = error or ErrorInfo("RuntimeError", "the engine did not start", "harness")
-            record = EpisodeRecord.errored(
-                request.run_id, request.spec.name, request.task_index, request.repeat, error,
-                started_at=_now(), model=self.info.model if self.info else "none", nodeid=request.nodeid,
-                node=request.node, checkpoint=request.checkpoint, min_reward=request.min_reward,
-                max_rounds=request.limits.max_rounds, sampling=dict(request.sampling))
-            future: concurrent.futures.Future[EpisodeRecord] = concurrent.futures.Future()
-            try:
-                future.set_result(self._episode_finished(record))
-            except OSError as exc:
-                future.set_exception(exc)
-            self._failed_futures[key] = future
-        return self._failed_futures[key]
+        error = not_played.cause(self.resources, request.spec.name)
+        if error is None and self.resources.engine is not None:
+            return self.resources.engine.submit(key, request)
+        return self._not_played.future(key, request, error, self.info.model if self.info else "none")
 
     def _episode_finished(self, record: EpisodeRecord) -> EpisodeRecord:
         """Engine thread: the episode is on disk before anything else happens."""
@@ -520,92 +403,29 @@ class EvaluationRun:
         return [v for v in self.verdicts if not v.passed]
 
     def _conclude(self, exitstatus: int, interrupted: bool) -> None:
-        """Aggregate, judge the gates (not on a partial run) and write run.json's end state."""
+        """Aggregate, judge the gates (not on a partial run: run/judging.py) and write run.json's end state."""
         if self.resources.engine is not None:
             self.resources.engine.close()
         interrupted = interrupted or self.interrupted_by is not None or self.abort_reason is not None
         self.ledger.release_reserve()  # room for the last writes, whether or not the disk is full
-        records = self.ledger.records()
-        self.summaries, self.verdicts = judge(records, self.plans, self.settings)
-        if self.settings.shard is not None:
-            self.verdicts = []  # a slice says little: the gates are judged on the merged run
-        elif self.settings.baseline:
-            compared = [env for env in self.summaries if env not in self.stops]
-            try:
-                extra, self.comparisons = baseline_verdicts(self.settings.baseline, self.run_dir.path, compared,
-                                                            self.plans, self.settings,
-                                                            alpha=self.stopper.final_alpha if self.stopper else 0.05)
-            except Exception as exc:  # noqa: BLE001 - a bug must not read as "regressed" (exit 1)
-                extra = self._comparison_crashed(exc, compared)
-            self.verdicts += extra
-        if self.stopper is not None:
-            from pytest_agentgym.run.stopping import stopped_verdicts
-
-            self.verdicts = stopped_verdicts(self.verdicts, self.stopper.stops, margin=self.settings.max_drop,
-                                             metric_of=lambda env: self.plans[env].baseline_metric)
-        self.status = "crashed" if exitstatus == 3 and not interrupted else final_status(
-            records, interrupted=interrupted)
-        blocked = self.blocked()
-        if blocked:  # judged on nothing: say why instead of an error budget exceeded
-            self.verdicts = [v.not_judged(f"none of {v.env}'s episodes could be played "
-                                          f"({blocked[v.env].type}: see 'agentgym: NOT PLAYED')")
-                             if v.env in blocked else v for v in self.verdicts]
-        expected = self.planned_keys - set(self._unplayed.values())  # a stopped environment's rest is not missing
-        played = self._played(records, expected)
-        self.partial = ending.partial_reason(self.status, self.abort_reason, played, len(expected))
-        if self.partial is not None:
-            self.verdicts = [v.not_judged(self.partial) for v in self.verdicts]
-        counts = run_counts(records, self.verdicts, self.ledger.generation)
-        if self.planned_keys:
-            counts = {**counts, "planned": len(self.planned_keys)}
-        if self._unplayed:
-            counts = {**counts, "stopped_early": len(self._unplayed)}
-        info = dataclasses.replace(self.info, ended_at=_now(), status=self.status, counts=counts,
-                                   gates=tuple(v.to_dict() for v in self.verdicts),
-                                   stopped_early=self.stopper.to_dict() if self.stopper is not None else {},
-                                   summaries=summaries_record(self.summaries),
-                                   versions=self.resources.versions(),
-                                   notes=self.info.notes + (self.resources.fleet.notes() if self.resources.fleet else ())
-                                   + tuple(self.resources.endpoint_restarts)
-                                   + ((f"gates not judged: {self.partial}",) if self.partial else ()))
+        done = judging.conclude(
+            self.ledger.records(), settings=self.settings, plans=self.plans, run_dir=self.run_dir.path,
+            stops=self.stops_early, generation=self.ledger.generation, exitstatus=exitstatus,
+            interrupted=interrupted, abort_reason=self.abort_reason, blocked=self.blocked(),
+            planned_keys=self.planned_keys)
+        self.summaries, self.verdicts, self.status = done.summaries, done.verdicts, done.status
+        self.partial, self.comparisons, self.internal_error = done.partial, done.comparisons, done.internal_error
         try:
-            self.ledger.write(info)
+            self.ledger.write(ending.end_info(self.info, done, stopper=self.stopper, resources=self.resources))
         except OSError as exc:
             self.abort_reason = self.abort_reason or f"run.json could not be written: {exc}"
 
-    def _played(self, records: Sequence[EpisodeRecord], expected: set[tuple[str, int, int]]) -> int:
-        """How many of the ``expected`` episodes have a record (kept ones included)."""
-        if not self.planned_keys:
-            return len(records)
-        return len({r.key for r in records} & expected)
-
-    def _comparison_crashed(self, exc: Exception, envs: Sequence[str]) -> list[GateVerdict]:
-        """The baseline comparison raised what no rule expected: each environment's baseline
-        gate is an error that says so, and the run exits as pytest's internal error (3),
-        never 1, which CI reads as a regression (see :attr:`internal_error`)."""
-        from pytest_agentgym.compare.error import describe_internal_error
-        from pytest_agentgym.run.plans import baseline_gate_name
-
-        self.internal_error = (f"internal error in the baseline comparison: {describe_internal_error(exc)}; "
-                               f"this is a bug in pytest-agentgym, not a verdict on the model: please report it")
-        return [GateVerdict(env, baseline_gate_name(self.plans[env].baseline_metric if env in self.plans
-                                                    else "success", self.settings.max_drop),
-                            None, False, self.internal_error, outcome="error") for env in envs]
-
     def blocked(self) -> dict[str, ErrorInfo]:
-        """The environments none of whose episodes can be played, and why: no model
-        endpoint at all, or a server that could not be had (an extra not installed, a
-        command that does not start). Their episodes are recorded as errors without
-        contacting anything; the plugin reports them once, not once per episode."""
+        """The environments none of whose episodes can be played, and why (run/not_played.py):
+        their episodes are error records, and the plugin reports them once."""
         if self.worker is not None or not self._began:
             return {}
-        resources = self.resources
-        found = {}
-        for env in self.plans:
-            error = resources.setup_error or resources.env_errors.get(env)
-            if error is not None:
-                found[env] = error
-        return found
+        return not_played.blocked(self.resources, self.plans)
 
     def interrupt(self, why: str) -> None:
         """The run is being stopped early (Ctrl-C, SIGTERM): remember it at once."""

@@ -1,15 +1,20 @@
-"""What a run writes as it starts: its fingerprint (what its episodes mean) and the
-first :class:`~pytest_agentgym.results.records.RunInfo` of run.json. No pytest."""
+"""What a run writes as it starts: its fingerprint (what its episodes mean), the
+first :class:`~pytest_agentgym.results.records.RunInfo` of run.json, and
+:func:`open_records`, which checks the run can go on (resume, baseline) and opens
+its records and events. No pytest."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
 from pytest_agentgym.results import fingerprint
-from pytest_agentgym.results.ledger import git_commit, settings_snapshot
+from pytest_agentgym.results.ledger import LedgerError, git_commit, settings_snapshot
 from pytest_agentgym.results.records import RunInfo
 from pytest_agentgym.results.redact import redact_url
+from pytest_agentgym.results.store import point_latest
+from pytest_agentgym.run import checks
 
 
 def run_fingerprint(settings: Any, chosen: Any, env_names: Sequence[str], plans: Mapping[str, Any], rules: Any,
@@ -38,3 +43,47 @@ def run_info(settings: Any, chosen: Any, env_names: Sequence[str], fp: Mapping[s
             "endpoint_overrides": [o.record() for o in getattr(s, "endpoint_overrides", ())]},
         versions=dict(versions),
         git_commit=git_commit(), baseline=s.baseline, fingerprint=dict(fp), notes=tuple(notes))
+
+
+def open_records(settings: Any, resources: Any, ledger: Any, chosen: Any, env_names: Sequence[str], *,
+                 plans: Mapping[str, Any], rules: Any, adapters: Mapping[str, Any], planned_keys: set,
+                 selection: Mapping[tuple[str, int, int], float] | None) -> list:
+    """The controller's start of the records: check that the run may resume and compare
+    with its baseline (a :class:`LedgerError` stops the servers ``resources`` started), begin
+    run.json (its notes: the endpoint's, the baseline's, the environments' data), point
+    ``latest`` at it (not for a shard), start the publisher and send ``started``. Returns
+    the start's notices (data notes, NATS/JetStream), for the plugin to show once."""
+    s = settings
+    fp = run_fingerprint(s, chosen, env_names, plans, rules, adapters, resources.server_identities)
+    if resources.fleet is not None:  # a queue run: the workers' endpoint kind; every work item carries fp
+        fp = resources.fleet.adopt_fingerprint(fp)
+    planned = set(selection) if selection is not None else planned_keys  # a shard: all of it
+    try:
+        checks.resumable(ledger, fp, s.run_id)
+        baseline_note = checks.comparable_with_baseline(s, fp, env_names, planned)
+    except LedgerError:
+        resources.stop()
+        raise
+    setup_note = (f"no model endpoint: {resources.setup_error.message}",) if chosen is None else ()
+    data_notes = tuple(resources.data_notes.values())
+    info = run_info(s, chosen, env_names, fp, resources.versions(),
+                    (tuple(chosen.notes) if chosen else setup_note) + baseline_note + data_notes)
+    if s.shard is not None:
+        info = dataclasses.replace(info, shard=checks.shard_record(s, plans, selection, planned_keys))
+    info = ledger.begin(info)
+    if s.shard is None:  # a shard is not the run; its merge is
+        point_latest(ledger.run_dir.path.parent, s.run_id)
+    notes = resources.start_publisher(ledger.run_dir.path)
+    from pytest_agentgym.publish.notices import Notice
+
+    start_notices = [Notice(f"data {env}", note, advisory=False) for env, note in resources.data_notes.items()]
+    if resources.publisher is not None:
+        start_notices += list(resources.publisher.notices)
+    if notes:
+        info = dataclasses.replace(info, notes=info.notes + tuple(notes))
+        ledger.write(info)
+    if resources.publisher is not None:
+        from pytest_agentgym.results.events import field_status
+
+        resources.publisher.publish(field_status(info, "started", {}))
+    return start_notices

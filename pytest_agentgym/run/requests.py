@@ -86,3 +86,10 @@ class RequestRules:
                      max_rounds=self.rounds(spec, max_rounds), timeout_s=self.timeout(episode_timeout),
                      retries=self.retries, sampling=self.effective_sampling(sampling), min_reward=min_reward,
                      nodeid=nodeid, node=self.node, checkpoint=self.checkpoint)
+
+    def for_item(self, spec: EnvSpec, item: Any) -> EpisodeRequest:
+        """A suite item's request: its task and repeat, with what its suite asks."""
+        suite = item.suite
+        return self.request(spec, item.task_index, item.repeat, max_rounds=suite.max_rounds,
+                            episode_timeout=suite.episode_timeout, sampling=suite.sampling,
+                            min_reward=suite.min_reward, nodeid=item.nodeid)

@@ -11,6 +11,9 @@ one run around them, without pytest:
   (:func:`decide_against_baseline`) and each threshold gate (:func:`gate_decided`).
   An environment stops when one verdict is decided failing or all are decided
   passing; its :class:`Decision` is kept, with which verdicts were decided how;
+* :class:`RunStops` is the run's side: the items of each environment, looked at after
+  each of their records, and those a stop leaves unplayed (taken back from the engine
+  before they began);
 * at the end, :func:`stopped_verdicts` turns the verdicts of a stopped environment
   into what they were decided as, and those still open into ``not-judged``.
 """
@@ -25,8 +28,9 @@ from pytest_agentgym.compare.sequential import (Decision, SequentialPlan, comple
                                                 decide_against_baseline, gate_decided, play_order)
 from pytest_agentgym.results.aggregate import is_scored, summarize_env
 from pytest_agentgym.results.gates import Gate, GateVerdict, error_budget_exceeded
+from pytest_agentgym.results.ledger import LedgerError
 from pytest_agentgym.results.records import EpisodeRecord
-from pytest_agentgym.run.plans import baseline_gate_name
+from pytest_agentgym.run.plans import baseline_gate_name, reward_ranges
 
 Key = tuple[str, int, int]
 T = TypeVar("T")
@@ -260,6 +264,74 @@ class Stopper:
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """run.json's ``stopped_early``."""
         return {env: stop.to_dict() for env, stop in self.stops.items()}
+
+
+class RunStops:
+    """The run's side of the stops: its :class:`Stopper`, the items of each environment
+    (nodeid -> key), and those a stop leaves unplayed: withdrawn from the engine before
+    they began, or never submitted. Made by :meth:`start` once the engine runs."""
+
+    def __init__(self, stopper: Stopper, items_by_env: Mapping[str, Mapping[str, Key]],
+                 kept: Mapping[Key, Any], engine: Any) -> None:
+        self.stopper = stopper
+        self._items_by_env = items_by_env
+        self._kept = kept
+        self._engine = engine  # never a work queue's: settings refuse the flag with --agentgym-queue
+        #: nodeid -> key of the items a stop left unplayed (withdrawn, or never submitted)
+        self.unplayed: dict[str, Key] = {}
+
+    @classmethod
+    def start(cls, settings: Any, plans: Mapping[str, Any], planned_keys: set[Key], ledger: Any,
+              items: Iterable[Any], engine: Any) -> "RunStops":
+        """The stopper of the run's ``items``, fed with the records a resumed run (``ledger``)
+        keeps; the stops that run recorded stand, and an environment whose kept records reach
+        a look point is looked at once now, before anything is played."""
+        items_by_env: dict[str, dict[str, Key]] = {}
+        for item in items:
+            items_by_env.setdefault(item.suite.environment, {})[item.nodeid] = item.key
+        baseline = None
+        if settings.baseline:
+            from pytest_agentgym.compare import CompareError
+            from pytest_agentgym.compare.runs import load_run
+
+            try:
+                baseline = load_run(settings.baseline, "baseline").records
+            except CompareError as exc:  # checked at configure: it changed since
+                raise LedgerError(f"--agentgym-baseline={settings.baseline_given}: {exc}") from None
+        stopper = Stopper(plans, planned_keys, baseline=baseline, margin=settings.max_drop,
+                          reward_ranges=reward_ranges(settings))
+        for key, record in ledger.kept.items():
+            if key in planned_keys:
+                stopper.recorded(record)
+        stopper.carry(ledger.previous_stopped)
+        stops = cls(stopper, items_by_env, ledger.kept, engine)
+        for env in stopper.stops:
+            stops._leave_unplayed(env)
+        for env in list(items_by_env):
+            stops.look(env)
+        return stops
+
+    def look(self, env: str) -> None:
+        """After a record of ``env``: look at it; when it stops, take back its episodes
+        that have not begun (those begun finish and are recorded as usual)."""
+        if self.stopper.look(env) is not None:
+            self._leave_unplayed(env)
+
+    def _leave_unplayed(self, env: str) -> None:
+        """Mark ``env``'s items whose episodes have not begun as not to be played."""
+        engine = self._engine
+        for nodeid, key in self._items_by_env.get(env, {}).items():
+            if key in self._kept or nodeid in self.unplayed or self.stopper.has_record(key):
+                continue
+            if engine is None or not engine.submitted(nodeid) or engine.withdraw(nodeid):
+                self.unplayed[nodeid] = key
+
+    def stopped_reason(self, env: str, nodeid: str) -> str | None:
+        """Why the item ``nodeid`` of ``env`` is not played (``env`` stopped before it), or None."""
+        stop = self.stopper.stops.get(env)
+        if stop is None or nodeid not in self.unplayed:
+            return None
+        return skip_reason(stop)
 
 
 def skip_reason(stop: Stop) -> str:

@@ -16,9 +16,6 @@ PACKAGE = Path(pytest_agentgym.__file__).parent
 
 #: modules under pytest_agentgym/ that may exceed LIMIT, each with its reason
 ALLOWED = {
-    "run/evaluation.py",  # EvaluationRun: one class, the run's state through its phases (plan, begin,
-    # episodes, early stops, end) that the plugin, worker and rollout service drive; what each phase
-    # writes or decides is in opening, ending, checks, plans, services and stopping already
     "process/managed.py",  # ManagedServer: one class, one child server's spawn, health, restart with
     # back-off and stop; its ports and probes, children, errors and reaper are sibling modules already
     "integrations/trainers.py",  # the module users import (docs/trainer-formats.md): one mapping of
