@@ -10,13 +10,14 @@ psutil sweep, stopped at interpreter exit). Healthy means passing a
 :class:`~pytest_agentgym.process.health.HealthCheck`: any answer to ``GET /``
 for environment servers, HTTP 200 from ``GET /health`` for vLLM and the
 reference agent. A spawned server that exits or never answers while starting is
-started again with back-off (:meth:`ManagedServer.start_with_backoff`), and one that
-died later is restarted on its port the same way (:meth:`ManagedServer.revive`): the
-one restart mechanism of environment servers and of the model endpoints the plugin
-launched. Ports, probes and message wording live in
-:mod:`pytest_agentgym.process.health`; forking a child that dies with us and
-stopping its whole family, in :mod:`pytest_agentgym.process.children`; what a
-failed start raises, in :mod:`pytest_agentgym.process.errors`. See docs/servers.md.
+started again with back-off, and one that died later is restarted on its port the
+same way (:meth:`ManagedServer.revive`): the one restart mechanism of environment
+servers and of the model endpoints the plugin launched. Ports, probes and message
+wording live in :mod:`pytest_agentgym.process.health`; the back-off and the words of
+a start that gave up, in :mod:`pytest_agentgym.process.backoff`; forking a child
+that dies with us and stopping its whole family, in
+:mod:`pytest_agentgym.process.children`; what a failed start raises, in
+:mod:`pytest_agentgym.process.errors`. See docs/servers.md.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from urllib.parse import urlsplit
 
 import psutil
 
+from pytest_agentgym.process.backoff import log, start_with_backoff
 from pytest_agentgym.process.children import descendants, popen, session_members, signal_group, sweep
 from pytest_agentgym.process.errors import ServerCommandError, ServerError, ServerStartError
 from pytest_agentgym.process.reaper import Reaper, shm_names
@@ -63,9 +65,6 @@ if TYPE_CHECKING:  # see process.health: imported where a server is first probed
 __all__ = ["ManagedServer", "POLL_INTERVAL"]
 
 POLL_INTERVAL = 0.05  # seconds between health probes while waiting
-
-#: start attempts and failures, restarts of servers that died (harness.log in a run)
-log = logging.getLogger("pytest_agentgym.process")
 
 
 #: Spawned servers not yet stopped; stopped at interpreter exit (also after Ctrl-C).
@@ -338,59 +337,7 @@ class ManagedServer:
         text = self.log_path.read_bytes()[-20_000:].decode("utf-8", "replace")
         return "\n".join(text.splitlines()[-lines:])
 
-    # -- starting again: back-off, and reviving a server that died ---------------------
-
-    def start_with_backoff(self, attempts: int, backoff: float,
-                           logger: logging.Logger = log) -> "ManagedServer":
-        """:meth:`start`; a spawned server that exits or never answers is started again
-        (same port) up to ``attempts`` times in all, waiting ``backoff`` seconds, doubling,
-        in between. Each failed attempt is noted in its log and logged to ``logger``;
-        the last failure is raised as one :class:`ServerStartError` paragraph (attempts,
-        why, command, log). A command that cannot run at all is raised at once."""
-        attempts = 1 if self.attached else max(1, attempts)
-        waits: list[float] = []
-        for attempt in range(1, attempts + 1):
-            try:
-                return self.start()
-            except ServerCommandError:
-                raise  # the command cannot run at all: starting it again cannot help
-            except ServerStartError as exc:
-                last = exc
-                if attempt == attempts:
-                    break
-                waits.append(backoff * 2 ** (attempt - 1))
-                self._log_attempt(attempt, attempts, exc, waits[-1], logger)
-                time.sleep(waits[-1])  # back-off before the next start
-        self._log_attempt(attempts, attempts, last, None, logger)
-        if self.attached:
-            raise last  # one line already: nothing was started here
-        raise ServerStartError(
-            self._gave_up(attempts, waits, last),
-            exit_code=last.exit_code, log_tail=last.log_tail, attempts=attempts,
-        ) from last
-
-    def _why(self, exc: ServerStartError) -> str:
-        if exc.exit_code is not None:
-            return f"{describe_exit(exc.exit_code)} before it answered"
-        return f"did not answer at {self.url} within {self.startup_timeout:g} s"
-
-    def _log_attempt(self, attempt: int, attempts: int, exc: ServerStartError, wait: float | None,
-                     logger: logging.Logger) -> None:
-        then = f"; next attempt in {wait:g} s" if wait is not None else "; giving up"
-        line = f"start attempt {attempt} of {attempts} failed: it {self._why(exc)}{then}"
-        self.note(line)
-        logger.warning("%s: %s (log: %s)", self.label, line, self.log_path)
-
-    def _gave_up(self, attempts: int, waits: list[float], last: ServerStartError) -> str:
-        """One paragraph: how many attempts, why the last failed, the command, the log."""
-        tail = " | ".join(line.strip() for line in last.log_tail.splitlines()[-5:] if line.strip())
-        tries = (f"{attempts} attempts (waiting {', '.join(f'{w:g} s' for w in waits)} between "
-                 "them); the last one" if waits else "1 attempt; it")
-        return (
-            f"{self.label} did not start after {tries} {self._why(last)}; "
-            f"command: `{shlex.join(self.argv or [])}`; its log: {self.log_path}"
-            + (f"; last lines: {tail}" if tail else "")
-        )
+    # -- starting again: reviving a server that died (back-off: process/backoff.py) ----
 
     def died(self) -> str | None:
         """Why a spawned server counts as dead now, or None while it lives (always None
@@ -414,7 +361,7 @@ class ManagedServer:
 
     def revive(self, attempts: int, backoff: float, logger: logging.Logger = log) -> str | None:
         """Start a spawned server that died (:meth:`died`) again on its port, with
-        :meth:`start_with_backoff`; return why it was restarted, or None when it was
+        :func:`~pytest_agentgym.process.backoff.start_with_backoff`; return why it was restarted, or None when it was
         alive and nothing was done. Callers that find it dead at the same time restart
         it once: the others wait for that restart and find it alive. Raises
         :class:`ServerStartError` when it did not come back, and :class:`ServerError`
@@ -433,7 +380,7 @@ class ManagedServer:
                            self.log_path)
             self.stop()
             started = time.monotonic()
-            self.start_with_backoff(attempts, backoff, logger)
+            start_with_backoff(self, attempts, backoff, logger)
             self.restarts += 1
             logger.warning("%s restarted at %s in %.1f s (%d restart(s) so far)", self.label, self.url,
                            time.monotonic() - started, self.restarts)

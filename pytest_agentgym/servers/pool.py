@@ -34,6 +34,7 @@ from typing import Callable, Iterable, Literal, Mapping
 
 from pytest_agentgym.envs.spec import EnvSpec, resolve_replicas
 from pytest_agentgym.process.health import DEFAULT_HOST, NoAnswer, ask, build_argv, free_port, probe, probe_client
+from pytest_agentgym.process.backoff import start_with_backoff
 from pytest_agentgym.process.children import in_parallel
 from pytest_agentgym.process.errors import ServerError
 from pytest_agentgym.process.managed import ManagedServer
@@ -288,8 +289,8 @@ class ServerPool:
     def _start_with_backoff(self, spec: EnvSpec, server: ManagedServer) -> ManagedServer:
         """Start ``server``; a spawned one that exits or never answers is started again
         (same port) up to ``spec.start_attempts`` times, waiting ``spec.start_backoff``
-        seconds, doubling, in between (:meth:`ManagedServer.start_with_backoff`)."""
-        return server.start_with_backoff(spec.start_attempts, spec.start_backoff, log)
+        seconds, doubling, in between (:func:`~pytest_agentgym.process.backoff.start_with_backoff`)."""
+        return start_with_backoff(server, spec.start_attempts, spec.start_backoff, log)
 
     def base_url(self, env: str) -> str:
         """The URL the protocol client uses for ``env``'s first server (server URL + path prefix)."""

@@ -16,8 +16,6 @@ PACKAGE = Path(pytest_agentgym.__file__).parent
 
 #: modules under pytest_agentgym/ that may exceed LIMIT, each with its reason
 ALLOWED = {
-    "process/managed.py",  # ManagedServer: one class, one child server's spawn, health, restart with
-    # back-off and stop; its ports and probes, children, errors and reaper are sibling modules already
     "integrations/trainers.py",  # the module users import (docs/trainer-formats.md): one mapping of
     # rollout answers onto trainers' shapes, whose forms share one selection of usable rollouts
 }
