@@ -45,6 +45,9 @@ def runs_episodes(config: pytest.Config) -> bool:
 def activate(config: pytest.Config) -> None:
     """Make the run: settings, the run directory, the session object whose methods are
     the hooks, and the servers of the suites named on the command line spawned ahead."""
+    from pytest_agentgym.plugin.logger_registry import guard_logger_registry
+
+    guard_logger_registry()  # before any thread of the run: pytest walks the loggers at every hook
     settings = resolve_settings(config)
     if is_worker(config):
         settings = settings.__class__(**{**settings.__dict__, "run_id": config.workerinput["agentgym_run_id"]})
