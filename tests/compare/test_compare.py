@@ -17,6 +17,8 @@ from pytest_agentgym.compare import CompareError, compare_runs, settings_differe
 from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo, RunInfo
 from pytest_agentgym.results.store import RunDir, point_latest
 
+pytestmark = pytest.mark.heavy
+
 SETTINGS = {"max_rounds": 15, "sampling": {"temperature": 0.0}, "prompt_sha256": "ab" * 32,
             "server": "embedded: maze 1.0 [0123456789ab]"}
 

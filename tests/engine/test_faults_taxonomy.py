@@ -36,7 +36,7 @@ from pytest_agentgym.engine.model import ModelAdapter
 from pytest_agentgym.process.errors import ServerStartError
 from pytest_agentgym.process.managed import ManagedServer
 
-pytestmark = pytest.mark.faults
+pytestmark = [pytest.mark.faults, pytest.mark.heavy]
 
 FAST_RETRY = RetryPolicy(retries=2, backoff_base=0.01, backoff_max=0.05)
 MESSAGES = [{"role": "user", "content": "Your goal: reach the end."}]

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from helpers import TESTS, pythonpath
 from helpers.alfworld_gold_policy import GOLD_ENV
 from helpers.alfworld_support import SHIPPED, needs_engine, task_sentence, walkthrough
 from helpers.projects import episodes, make_project, run, suite
 
-pytestmark = needs_engine
+pytestmark = [needs_engine, pytest.mark.heavy]
 
 
 def replay(pytester, monkeypatch, gold: dict[int, list[str]], run_id: str) -> list[dict]:

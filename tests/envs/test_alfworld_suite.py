@@ -9,7 +9,7 @@ import pytest
 from helpers.alfworld_support import SHIPPED, needs_engine
 from helpers.projects import copy_shipped_suite, episodes, run
 
-pytestmark = needs_engine
+pytestmark = [needs_engine, pytest.mark.heavy]
 
 
 def copy_suite(pytester: pytest.Pytester) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import warnings
 
+import pytest
 from helpers import TESTS, pythonpath
 from helpers.projects import episodes, make_project, run, suite
 from helpers.sciworld_gold_policy import GOLD_ENV
@@ -15,7 +16,7 @@ from helpers.sciworld_support import ORIGINAL_GAMES, needs_simulator
 
 from pytest_agentgym.servers.embedded.sciworld_tasks import start_simulator
 
-pytestmark = needs_simulator
+pytestmark = [needs_simulator, pytest.mark.heavy]
 
 #: lifespan (3 kinds), find a non-living thing, build a circuit, mix a secondary paint colour;
 #: variations 0 and others; each with a task description of its own

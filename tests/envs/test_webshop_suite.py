@@ -15,6 +15,8 @@ pytest.importorskip("nltk", reason="the optional extra 'webshop' is not installe
 from helpers.embedded_servers import run_killing_a_server  # noqa: E402
 from helpers.projects import copy_shipped_suite, episodes, run  # noqa: E402
 
+pytestmark = pytest.mark.heavy
+
 NOTE = "WebShop plays the project catalogue: not comparable with published WebShop scores"
 
 

@@ -28,6 +28,8 @@ from pytest_agentgym.envs.spec import load_default_specs
 from pytest_agentgym.integrations.agentbench.protocol import AgentBenchClient
 from pytest_agentgym.process.managed import ManagedServer, free_port
 
+pytestmark = pytest.mark.heavy
+
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):

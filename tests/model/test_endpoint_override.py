@@ -23,6 +23,8 @@ from pytest_agentgym.plugin.options import resolve_settings
 from pytest_agentgym.process.health import HEALTH_ENDPOINT, free_port
 from pytest_agentgym.process.managed import ManagedServer
 
+pytestmark = pytest.mark.heavy
+
 SECRETS = ("secret", "s3cret")
 
 

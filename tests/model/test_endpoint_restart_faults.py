@@ -19,7 +19,7 @@ from helpers.projects import episodes, make_project, suite
 from helpers.run_dirs import written_lines
 from helpers.waiting import wait_until
 
-pytestmark = pytest.mark.faults
+pytestmark = [pytest.mark.faults, pytest.mark.heavy]
 
 TASKS = 10
 #: episodes in flight at once (the test node's concurrency)

@@ -19,6 +19,8 @@ from pytest_agentgym.model.endpoint_settings import ModelSettings
 from pytest_agentgym.model.endpoints import NoEndpointAvailable, choose_endpoint
 from pytest_agentgym.model.launcher import error_line
 
+pytestmark = pytest.mark.heavy
+
 LOWERED = ("vllm.max_model_len 4096 lowered to 512, the checkpoint's own limit "
            "(config.json max_position_embeddings=512); vLLM refuses a larger one")
 

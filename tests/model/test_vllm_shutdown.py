@@ -28,7 +28,7 @@ from helpers.waiting import wait_until
 from pytest_agentgym.model.vllm import VLLMServer
 from pytest_agentgym.model.vllm_options import VLLMOptions
 
-pytestmark = [pytest.mark.faults,
+pytestmark = [pytest.mark.heavy, pytest.mark.faults,
               pytest.mark.skipif(not Path("/dev/shm").is_dir() or not Path("/proc/self/maps").exists(),
                                  reason="needs Linux's /dev/shm and /proc")]
 

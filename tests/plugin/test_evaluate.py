@@ -14,6 +14,8 @@ import pytest
 
 from helpers.projects import make_project, run, run_json, suite
 
+pytestmark = pytest.mark.heavy
+
 TRAINING_SCRIPT = """
 import json, os, sys, threading
 import pytest_agentgym

@@ -3,7 +3,10 @@ pytest_agentgym_add_environments hook, and a node replaces an environment's prom
 
 from __future__ import annotations
 
+import pytest
 from helpers.projects import episodes, make_project, run, suite
+
+pytestmark = pytest.mark.heavy
 
 
 def test_a_conftest_adds_an_environment_through_the_hook(pytester):

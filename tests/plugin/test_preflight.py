@@ -13,6 +13,8 @@ from helpers.model_faults import FakeEndpoint
 from helpers.projects import make_project, run, suite
 from pytest_agentgym.process.managed import free_port
 
+pytestmark = pytest.mark.heavy
+
 
 def test_preflight_and_list_envs_check_without_running_an_episode(pytester):
     node = make_project(pytester)

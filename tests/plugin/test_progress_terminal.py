@@ -22,6 +22,8 @@ from helpers.projects import episodes, make_project, run, suite
 from helpers.usage_errors import settings_refusal, says
 from pytest_agentgym.run.progress import parse_duration
 
+pytestmark = pytest.mark.heavy
+
 LINE = re.compile(r"agentgym: (?P<done>\d+)/(?P<planned>\d+) done(?: \((?P<envs>[^)]*)\))?, "
                   r"(?P<errors>\d+) errors?(?:, (?P<kept>\d+) kept)?, elapsed (?P<elapsed>\S+), ETA (?P<eta>\S+)$")
 

@@ -12,6 +12,8 @@ import pytest
 
 from helpers.projects import episodes, make_project, run, run_json, suite
 
+pytestmark = pytest.mark.heavy
+
 MAZE = "environment: Maze\ntasks: [16, 17, 18]\nmax_rounds: 4\n"
 WORDLE = "environment: Wordle\ntasks: [1, 2]\nmax_rounds: 8\n"
 BABYAI = "environment: BabyAI\ntasks: [0, 1]\n"

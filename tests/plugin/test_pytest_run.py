@@ -9,7 +9,10 @@ import json
 import shutil
 import sys
 
+import pytest
 from helpers.projects import REPO, ConnectionCounter, episodes, make_project, run, suite
+
+pytestmark = pytest.mark.heavy
 
 
 def test_collect_only_lists_exactly_the_selected_items_and_contacts_nothing(pytester):

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import sys
 
+import pytest
 from helpers.projects import episodes, make_project, run, suite
+
+pytestmark = pytest.mark.heavy
 
 
 _STARTED_AT_COLLECTION = """

@@ -3,7 +3,10 @@ ahead (each submits the episodes of later items to its engine) yet play each epi
 
 from __future__ import annotations
 
+import pytest
 from helpers.projects import episodes, make_project, run, suite
+
+pytestmark = pytest.mark.heavy
 
 
 def test_xdist_gives_the_same_reward_per_task_as_a_single_process(pytester):

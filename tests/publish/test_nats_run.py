@@ -18,6 +18,8 @@ from pytest_agentgym.publish import load_schema
 from helpers.nats_server import NatsServer, Subscriber, free_port, read_stream
 from helpers.waiting import wait_until
 
+pytestmark = pytest.mark.heavy
+
 EPISODE = "agentgym.episode.completed.v1"
 BATCH = "agentgym.eval.batch.completed.v1"
 STATUS = "agentgym.field.status.v1"

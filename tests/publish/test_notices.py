@@ -14,6 +14,8 @@ from helpers.projects import make_project, run, suite
 from pytest_agentgym.publish import notices
 from pytest_agentgym.publish.publisher import EventPublisher
 
+pytestmark = pytest.mark.heavy
+
 
 def test_a_notice_is_shown_once_then_only_when_verbose_and_again_when_it_changes(tmp_path, monkeypatch):
     monkeypatch.setenv(notices.STATE_DIR_ENV, str(tmp_path / "state"))

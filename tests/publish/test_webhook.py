@@ -19,6 +19,8 @@ from helpers.projects import REPO, make_project, run, run_json, suite
 from helpers.usage_errors import settings_refusal
 from pytest_agentgym.publish import webhook
 
+pytestmark = pytest.mark.heavy
+
 SECRET_KEY = "sk-live-do-not-leak-4242"
 HOOK_TOKEN = "hooktoken-do-not-leak"
 

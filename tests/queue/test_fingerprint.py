@@ -27,6 +27,8 @@ from helpers.queue_fleet import Fleet, env_with_repo, pytest_command, suites, wo
 from helpers.run_dirs import read_episodes
 from helpers.waiting import wait_until
 
+pytestmark = pytest.mark.heavy
+
 RUN_FP = fingerprint.build(model="reference", endpoint_kind="reference", checkpoint=None, envs={
     "Maze": {"max_rounds": 15, "sampling": {"temperature": 0.0, "max_tokens": 256}, "prompt_sha256": "ab" * 32,
              "server": None}})

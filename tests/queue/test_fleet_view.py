@@ -23,6 +23,8 @@ from helpers.waiting import wait_until
 from pytest_agentgym.queue.fleet_view import FleetView, state_of, table
 from pytest_agentgym.queue.wire import HEARTBEAT_SUBJECT, Heartbeat
 
+pytestmark = pytest.mark.heavy
+
 
 def fleet_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "pytest_agentgym", "fleet", *args]

@@ -24,7 +24,7 @@ from helpers.queue_fleet import Fleet, env_with_repo, pytest_command, suites, wo
 from helpers.run_dirs import read_episodes
 from helpers.waiting import wait_until
 
-pytestmark = pytest.mark.faults
+pytestmark = [pytest.mark.faults, pytest.mark.heavy]
 
 
 @pytest.fixture

@@ -33,6 +33,8 @@ from pytest_agentgym.process.managed import ManagedServer, free_port
 from pytest_agentgym.results.conversation import PROMPTS_FILE, TOKENS_FILE
 from pytest_agentgym.results.export import export_run
 
+pytestmark = pytest.mark.heavy
+
 # pytester restores sys.modules after each test, so what httpx imports on its first connection
 # is imported here, before: else a later test's refused connection raises another ConnectError
 # class than the one httpx maps (and the health probe lets it through).

@@ -14,6 +14,8 @@ from pytest_agentgym.results.records import outcome_of
 from pytest_agentgym.results.gates import Gate, check, check_env, error_budget_exceeded
 from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo
 
+pytestmark = pytest.mark.heavy
+
 SPECS = load_default_specs()
 
 

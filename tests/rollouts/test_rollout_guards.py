@@ -19,7 +19,7 @@ from helpers.rollout_guards import guarded_service, header_log, logged, slow_age
 from helpers.rollout_services import post
 from helpers.waiting import wait_until
 
-pytestmark = pytest.mark.faults
+pytestmark = [pytest.mark.faults, pytest.mark.heavy]
 
 KEY = f"sk-guarded-{uuid.uuid4().hex}"
 TOKEN = uuid.uuid4().hex

@@ -13,7 +13,7 @@ from helpers.rollout_services import post, rollout_server
 from helpers.run_dirs import written_lines
 from helpers.waiting import wait_until
 
-pytestmark = pytest.mark.faults
+pytestmark = [pytest.mark.faults, pytest.mark.heavy]
 
 NODE = """\
 name: rolloutoutage

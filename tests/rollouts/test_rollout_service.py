@@ -19,6 +19,8 @@ from helpers.logprob_model import MODEL, token_data_for
 from helpers.rollout_services import logprob_model, post, reference_agent, rollout_server
 from helpers.run_dirs import read_episodes
 
+pytestmark = pytest.mark.heavy
+
 ISSUE_BODY = {"env": "textcraft", "model": "reference", "base_url": None, "ids": [0, 1, 2, 3], "max_round": 10}
 
 

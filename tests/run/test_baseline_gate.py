@@ -14,6 +14,8 @@ import pytest
 from helpers.projects import episodes, make_project, run, suite
 from helpers.usage_errors import says, settings_refusal
 
+pytestmark = pytest.mark.heavy
+
 MAZE_WORDLE = {"maze": "environment: Maze\ntasks: 0-24\n", "wordle": "environment: Wordle\ntasks: 0-24\n"}
 
 

@@ -24,7 +24,7 @@ from helpers.waiting import wait_until
 from pytest_agentgym.config.profile import DEFAULT_OUTAGE_WAIT_S, NodeProfile, OutagePolicy, ProfileError
 from pytest_agentgym.process.health import free_port
 
-pytestmark = pytest.mark.faults
+pytestmark = [pytest.mark.faults, pytest.mark.heavy]
 
 TASKS = 8
 

@@ -15,7 +15,7 @@ from helpers.projects import make_project, run_json, suite
 from helpers.run_dirs import written_lines
 from helpers.waiting import wait_until
 
-pytestmark = pytest.mark.faults
+pytestmark = [pytest.mark.faults, pytest.mark.heavy]
 
 #: 25 Maze episodes with a gate the first episodes meet (the reference agent solves Maze).
 SUITE = "environment: Maze\ntasks: 0-24\nrepeat: 2\ngates: [success_rate >= 0.5]\n"

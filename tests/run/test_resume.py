@@ -18,7 +18,7 @@ from helpers.projects import episodes, make_project, run, run_json, suite
 from helpers.run_dirs import written_lines
 from helpers.waiting import wait_until
 
-pytestmark = pytest.mark.faults
+pytestmark = [pytest.mark.faults, pytest.mark.heavy]
 
 #: 25 Maze episodes + 15 Wordle episodes = 40.
 FORTY = {"maze": "environment: Maze\ntasks: 0-24\n", "wordle": "environment: Wordle\ntasks: 0-14\n"}

@@ -19,7 +19,7 @@ from helpers.projects import episodes, make_project, run, run_json, suite
 from helpers.run_dirs import written_lines
 from helpers.waiting import wait_until
 
-pytestmark = pytest.mark.faults
+pytestmark = [pytest.mark.faults, pytest.mark.heavy]
 
 
 # -- one run id, one run ------------------------------------------------------------------

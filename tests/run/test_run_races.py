@@ -13,7 +13,7 @@ import pytest
 from helpers.barrier import install_pytest_plugin, start_together
 from helpers.projects import episodes, make_project, run, run_json, suite
 
-pytestmark = pytest.mark.faults
+pytestmark = [pytest.mark.faults, pytest.mark.heavy]
 
 
 def _both(pytester, *args: str) -> list[tuple[int, str]]:

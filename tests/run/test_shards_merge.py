@@ -17,6 +17,8 @@ import pytest
 from helpers.projects import NODE
 from helpers.run_dirs import read_episodes
 
+pytestmark = pytest.mark.heavy
+
 SUITES = {
     # the reference agent's BabyAI rewards average about 0.9: this gate fails on the whole run
     "babyai": "environment: BabyAI\ntasks: 0-3\ngates: [mean_reward >= 0.95]\n",

@@ -18,6 +18,8 @@ from pytest_agentgym.config.suites import parse_item_name
 from helpers.projects import episodes, make_project, run, run_json, suite
 from helpers.usage_errors import says, settings_refusal
 
+pytestmark = pytest.mark.heavy
+
 WORDLE_40 = "environment: Wordle\ntasks: 0-39\n"
 STOP = "--agentgym-stop-when-decided"
 

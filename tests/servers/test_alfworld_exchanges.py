@@ -15,7 +15,7 @@ from helpers import DATA
 from helpers.alfworld_exchanges import play, shipped_walkthroughs
 from helpers.alfworld_support import needs_engine, start_server
 
-pytestmark = needs_engine
+pytestmark = [needs_engine, pytest.mark.heavy]
 
 GOLDEN = json.loads((DATA / "alfworld_original_answers.json").read_text())["exchanges"]
 #: where ours answers on purpose with a clearer message (docs/envs/alfworld.md)

@@ -13,7 +13,7 @@ from helpers.alfworld_support import SHIPPED, game, needs_engine
 from pytest_agentgym.servers.embedded.alfworld_games import SCENES, json_211_logic, write_games
 from pytest_agentgym.servers.embedded.alfworld_tasks import SHIPPED_DATA, game_dirs
 
-pytestmark = needs_engine
+pytestmark = [needs_engine, pytest.mark.heavy]
 
 #: a clone of alfworld/alfworld, when there is one, to compare with the 0.3.3 files
 ALFWORLD_REPO = Path("/work/.mirror/alfworld+alfworld/repo")

@@ -15,7 +15,7 @@ import pytest
 from helpers.alfworld_support import SHIPPED, needs_engine, shipped_rule, start_server, task_sentence, walkthrough
 from pytest_agentgym.servers.embedded.alfworld_tasks import game_dirs, game_file
 
-pytestmark = needs_engine
+pytestmark = [needs_engine, pytest.mark.heavy]
 
 
 #: the session's embedded server that the ``http`` fixture (tests/conftest.py) talks to

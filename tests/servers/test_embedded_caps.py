@@ -35,7 +35,7 @@ from helpers.sciworld_support import java_children, needs_simulator
 from pytest_agentgym.process.errors import ServerStartError
 from pytest_agentgym.servers.embedded import missing_requirements
 
-pytestmark = pytest.mark.faults
+pytestmark = [pytest.mark.faults, pytest.mark.heavy]
 
 needs_sqlgym = pytest.mark.skipif(
     missing_requirements("sqlgym") is not None,

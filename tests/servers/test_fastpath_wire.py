@@ -23,6 +23,8 @@ from pytest_agentgym.process.managed import ManagedServer, free_port
 from pytest_agentgym.servers.embedded import missing_requirements
 from pytest_agentgym.servers.pool import embedded_command
 
+pytestmark = pytest.mark.heavy
+
 #: who answers a request on the fast server: the fast path, FastAPI, or either (pydantic's
 #: lax rules decide, and either way the answer must be the same)
 FAST, FASTAPI, EITHER = "fast path", "FastAPI", "either"

@@ -44,6 +44,8 @@ from pytest_agentgym.servers.lifecycle import (
     probe,
 )
 
+pytestmark = pytest.mark.heavy
+
 
 def gone(pid: int) -> bool:
     try:

@@ -22,6 +22,8 @@ from pytest_agentgym.envs.replicas import ReplicatedClient, replicated
 from pytest_agentgym.envs.spec import EnvConfigError, load_default_specs, resolve_replicas, spec_from_mapping
 from pytest_agentgym.servers.pool import ServerPool
 
+pytestmark = pytest.mark.heavy
+
 SPECS = load_default_specs()
 
 

@@ -18,6 +18,8 @@ from helpers.run_dirs import read_episodes
 from pytest_agentgym.envs.protocol import EnvClient
 from pytest_agentgym.envs.spec import load_default_specs
 
+pytestmark = pytest.mark.heavy
+
 SPECS = load_default_specs()
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from helpers.sciworld_support import java_children, needs_simulator, start_server
 
-pytestmark = [needs_simulator, pytest.mark.faults]
+pytestmark = [pytest.mark.heavy, needs_simulator, pytest.mark.faults]
 
 
 def post(url: str, path: str, body: dict | None = None) -> httpx.Response:

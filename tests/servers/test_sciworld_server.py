@@ -17,7 +17,7 @@ import pytest
 
 from helpers.sciworld_support import DATA, ORIGINAL_GAMES, java_children, needs_simulator, start_server
 
-pytestmark = needs_simulator
+pytestmark = [needs_simulator, pytest.mark.heavy]
 
 ORIGINAL = json.loads((DATA / "sciworld_original_answers.json").read_text())["calls"]
 #: where ours answers on purpose with a clearer message (docs/envs/sciworld.md):

@@ -43,6 +43,8 @@ from pytest_agentgym.servers.embedded.textcraft_recipes import (
 from pytest_agentgym.servers.embedded.textcraft_tasks import TaskOutOfRange, TaskSet, recipe_walk
 from pytest_agentgym.servers.embedded.textcraft_world import CraftingSession
 
+pytestmark = pytest.mark.heavy
+
 GOLDEN_GOALS = json.loads((DATA / "textcraft_goals_0-543.json").read_text())["goals"]
 GOLDEN_TRACES = json.loads((DATA / "textcraft_traces_0-274.json").read_text())["traces"]
 GOLDEN_OBSERVATIONS = {

@@ -32,6 +32,8 @@ from pytest_agentgym.process.managed import ManagedServer
 from pytest_agentgym.servers.embedded.webshop import pages
 from pytest_agentgym.servers.embedded.webshop.reward import get_reward
 
+pytestmark = pytest.mark.heavy
+
 HERE = Path(__file__).parent
 FACTORY = {"plain": "helpers.webshop_shop:standin_app", "fast path": "helpers.webshop_shop:standin_fast_app"}
 
