@@ -71,6 +71,28 @@ def _notice_state(tmp_path_factory):
         os.environ[STATE_DIR_ENV] = previous
 
 
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto`` for this suite: two workers per core (at most 8), or
+    ``PYTEST_XDIST_AUTO_NUM_WORKERS``. Most tests spend their time waiting on processes
+    they started (a pytest run, servers, the reference agent), so one worker per core
+    leaves the cores idle; docs/developing.md has the measured times."""
+    import os
+
+    wanted = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
+    if wanted and wanted.isdigit():
+        return int(wanted)
+    return min(2 * (os.cpu_count() or 1), 8)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """With ``-n``, workers take tests from each other's queues (``--dist worksteal``)
+    unless ``--dist`` says otherwise: the tests' durations range from milliseconds to a
+    minute, and the slow ones cluster in a few files."""
+    if getattr(config.option, "numprocesses", None) and getattr(config.option, "dist", "no") == "no":
+        config.option.dist = "worksteal"
+
+
 def pytest_addoption(parser):
     parser.addoption("--run-slow", action="store_true", default=False,
                      help="also run tests marked slow (vLLM on CPU, long runs)")
