@@ -46,6 +46,8 @@ class Startable(Protocol):
 
     def note(self, text: str) -> None: ...
 
+    def leave_a_taken_port(self) -> str | None: ...
+
 
 S = TypeVar("S", bound=Startable)
 
@@ -53,7 +55,8 @@ S = TypeVar("S", bound=Startable)
 def start_with_backoff(server: S, attempts: int, backoff: float, logger: logging.Logger = log) -> S:
     """``server.start()``; a spawned server that exits or never answers is started again
     (same port) up to ``attempts`` times in all, waiting ``backoff`` seconds, doubling,
-    in between. Each failed attempt is noted in its log and logged to ``logger``; the
+    in between. One that never answered and whose port another process now holds is
+    started again at once on a new port (:meth:`leave_a_taken_port`). Each failed attempt is noted in its log and logged to ``logger``; the
     last failure is raised as one :class:`ServerStartError` paragraph (attempts, why,
     command, log). A command that cannot run at all is raised at once; an attached
     server is tried once, and its own one-line error raised."""
@@ -69,6 +72,11 @@ def start_with_backoff(server: S, attempts: int, backoff: float, logger: logging
             last = exc
             if attempt == attempts:
                 break
+            moved = server.leave_a_taken_port()
+            if moved is not None:  # lost its port before it bound it: not the server's fault
+                server.note(moved)
+                logger.warning("%s: %s", server.label, moved)
+                continue
             waits.append(backoff * 2 ** (attempt - 1))
             _log_attempt(server, attempt, attempts, exc, waits[-1], logger)
             time.sleep(waits[-1])  # back-off before the next start

@@ -161,3 +161,19 @@ def sweep(processes: list[psutil.Process], grace: float) -> None:
             except psutil.NoSuchProcess:
                 pass
         _, left = psutil.wait_procs(left, timeout=grace)
+
+
+def tree_listens_on(pid: int, port: int) -> bool:
+    """Whether process ``pid`` or one of its descendants listens on ``port``. Unknowable
+    without permission: then yes; a process that is gone: no."""
+    try:
+        root = psutil.Process(pid)
+        for proc in [root, *root.children(recursive=True)]:
+            for conn in proc.net_connections(kind="inet"):
+                if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port:
+                    return True
+    except (psutil.AccessDenied, psutil.ZombieProcess):
+        return True
+    except psutil.NoSuchProcess:
+        return False
+    return False

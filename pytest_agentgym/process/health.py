@@ -9,10 +9,12 @@ placeholders, and the wording of start failures (:func:`describe_exit`,
 
 from __future__ import annotations
 
+import errno
 import shlex
 import signal
 import socket
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
@@ -28,11 +30,36 @@ Command = str | Sequence[str]
 # -- addresses -----------------------------------------------------------------------
 
 
+#: every port :func:`free_port` has handed out in this process (a server may not have
+#: bound it yet, so the OS would offer it again)
+_handed_out: set[int] = set()
+_handed_out_lock = threading.Lock()
+
+
 def free_port(host: str = DEFAULT_HOST) -> int:
-    """A TCP port that nothing listens on right now."""
+    """A TCP port that nothing listens on right now and that this process has not
+    handed out before. The OS may offer a port again as soon as the probe socket is
+    closed, before the server it was chosen for binds it: two servers started together
+    (an environment server and the reference agent) were given the same port."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with _handed_out_lock:
+        while True:
+            with socket.socket(family) as sock:
+                sock.bind((host, 0))
+                port = sock.getsockname()[1]
+            if port not in _handed_out:
+                _handed_out.add(port)
+                return port
+
+
+def port_is_taken(host: str, port: int) -> bool:
+    """Whether something on this machine holds ``port`` (binding it fails as in use)."""
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return False
 
 
 def server_url(host: str, port: int) -> str:

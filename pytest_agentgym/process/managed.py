@@ -36,10 +36,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 from urllib.parse import urlsplit
 
-import psutil
-
 from pytest_agentgym.process.backoff import log, start_with_backoff
-from pytest_agentgym.process.children import descendants, popen, session_members, signal_group, sweep
+from pytest_agentgym.process.children import (
+    descendants,
+    popen,
+    session_members,
+    signal_group,
+    sweep,
+    tree_listens_on,
+)
 from pytest_agentgym.process.errors import ServerCommandError, ServerError, ServerStartError
 from pytest_agentgym.process.reaper import Reaper, shm_names
 from pytest_agentgym.results.redact import redact_text
@@ -54,6 +59,7 @@ from pytest_agentgym.process.health import (
     describe_exit,
     environment_advice,
     free_port,
+    port_is_taken,
     probe,
     probe_client,
     server_url,
@@ -146,6 +152,8 @@ class ManagedServer:
         self._revive_lock = threading.Lock()
         #: how often revive() restarted it
         self.restarts = 0
+        #: whether it has ever answered: until then nobody knows its URL, and it may move
+        self.answered = False
         if url is not None:
             self.url = url.rstrip("/")
             self.port = urlsplit(self.url).port
@@ -257,6 +265,7 @@ class ManagedServer:
             remaining = deadline - time.monotonic()
             reason = self._probe(max(0.05, min(self.probe_timeout, remaining)))
             if reason is None and self._owns_port():
+                self.answered = True
                 return time.monotonic() - started
             if time.monotonic() >= deadline:
                 break
@@ -276,25 +285,21 @@ class ManagedServer:
             log_tail=tail,
         )
 
-    def _owns_port(self) -> bool:
-        """For a spawned server: is the answer coming from our process tree?
+    def leave_a_taken_port(self) -> str | None:
+        """After a failed first start: when another process holds this server's port (it
+        took it between our choice and the server's bind; other test processes choose
+        ports too), take another free port and say so. Only before the server has ever
+        answered: after that its URL is known, and a restart keeps it. None when it stays."""
+        if self.attached or self.answered or not port_is_taken(self.host, self.port):
+            return None
+        taken, self.port = self.port, free_port(self.host)
+        self.url = server_url(self.host, self.port)
+        return f"port {taken} is held by another process; moving to port {self.port}"
 
-        Guards against another program that grabbed the port between our choice
-        and the server's bind. Unknowable without permission: then assume yes.
-        """
-        if self._proc is None:
-            return True
-        try:
-            root = psutil.Process(self._proc.pid)
-            for proc in [root, *root.children(recursive=True)]:
-                for conn in proc.net_connections(kind="inet"):
-                    if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == self.port:
-                        return True
-        except (psutil.AccessDenied, psutil.ZombieProcess):
-            return True
-        except psutil.NoSuchProcess:
-            return False
-        return False
+    def _owns_port(self) -> bool:
+        """For a spawned server: is the answer coming from our process tree (not from
+        another program that took the port between our choice and the server's bind)?"""
+        return self._proc is None or tree_listens_on(self._proc.pid, self.port)
 
     # -- watching ---------------------------------------------------------------------
 
