@@ -3,22 +3,12 @@ poll of a server's lifecycle instead of one client per poll."""
 
 from __future__ import annotations
 
-import sys
+from helpers import plain_http
 
 from pytest_agentgym.process import health
 from pytest_agentgym.process import managed as process
 
 
-SLOW_SERVER = """\
-import http.server, sys, time
-time.sleep(1.5)  # not listening yet: the harness has to poll a few times
-class Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200); self.end_headers(); self.wfile.write(b"ok")
-    def log_message(self, *args):
-        pass
-http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
-"""
 
 
 def test_one_health_probe_client_serves_every_poll_of_a_server_lifecycle(tmp_path, monkeypatch):
@@ -35,9 +25,7 @@ def test_one_health_probe_client_serves_every_poll_of_a_server_lifecycle(tmp_pat
 
     monkeypatch.setattr(process, "probe_client", counting_client)
     monkeypatch.setattr(process, "probe", counting_probe)
-    script = tmp_path / "slow.py"
-    script.write_text(SLOW_SERVER)
-    server = process.ManagedServer("slow", command=[sys.executable, str(script), "{port}"],
+    server = process.ManagedServer("slow", command=plain_http.command(delay=1.5),
                                    log_path=tmp_path / "slow.log", startup_timeout=30)
     try:
         server.start()
@@ -79,11 +67,9 @@ def test_ask_waits_for_a_late_answer_and_names_what_never_came(tmp_path):
 
 
 def test_ask_asks_again_while_nothing_listens_yet(tmp_path):
-    """The slow server above listens only after 1.5 s: ask retries the refused connection."""
-    script = tmp_path / "slow.py"
-    script.write_text(SLOW_SERVER)
+    """The server listens only after 1.5 s: ask retries the refused connection."""
     port = health.free_port()
-    child = process.ManagedServer("slow", command=[sys.executable, str(script), "{port}"], port=port,
+    child = process.ManagedServer("slow", command=plain_http.command(delay=1.5), port=port,
                                   log_path=tmp_path / "slow.log", startup_timeout=30)
     child.spawn()
     try:

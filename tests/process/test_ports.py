@@ -6,21 +6,13 @@ were both given port 44429; the server then failed three starts on it."""
 from __future__ import annotations
 
 import socket
-import sys
+
+from helpers import plain_http
 
 from pytest_agentgym.process import health
 from pytest_agentgym.process.backoff import start_with_backoff
 from pytest_agentgym.process.managed import ManagedServer
 
-SERVER = """\
-import http.server, sys
-class Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200); self.end_headers(); self.wfile.write(b"ok")
-    def log_message(self, *args):
-        pass
-http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
-"""
 
 
 def test_free_port_never_hands_out_a_port_twice():
@@ -37,12 +29,10 @@ def held_port() -> socket.socket:
 
 
 def test_a_first_start_on_a_port_another_process_holds_moves_to_a_new_port(tmp_path):
-    script = tmp_path / "server.py"
-    script.write_text(SERVER)
     holder = held_port()
     taken = holder.getsockname()[1]
     assert health.port_is_taken("127.0.0.1", taken)
-    server = ManagedServer("plain", command=[sys.executable, str(script), "{port}"], port=taken,
+    server = ManagedServer("plain", command=plain_http.command(), port=taken,
                            log_path=tmp_path / "plain.log", startup_timeout=30)
     try:
         start_with_backoff(server, attempts=2, backoff=30)  # no back-off wait for a taken port
@@ -56,9 +46,7 @@ def test_a_first_start_on_a_port_another_process_holds_moves_to_a_new_port(tmp_p
 
 
 def test_a_server_that_has_answered_keeps_its_port_for_its_clients(tmp_path):
-    script = tmp_path / "server.py"
-    script.write_text(SERVER)
-    server = ManagedServer("plain", command=[sys.executable, str(script), "{port}"],
+    server = ManagedServer("plain", command=plain_http.command(),
                            log_path=tmp_path / "plain.log", startup_timeout=30).start()
     port = server.port
     try:
