@@ -16,14 +16,11 @@ early start of a server is lost then: servers are started for the items pytest k
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 import pytest
 
-#: (suite path as in node ids, environment, task index, repeat)
-Episode = tuple[str, str, int, int]
-#: the episodes a suite file would make -> those the selection keeps
-Choose = Callable[[Sequence[Episode]], list[Episode]]
+from pytest_agentgym.run.selection import Choose, Episode
 
 
 def selection(config: pytest.Config) -> Choose | None:

@@ -211,12 +211,8 @@ class ServerPool:
                 return made
         if plan.command is None:
             raise ServerUnavailable(plan.detail)
-        ports: set[int] = set()
         while len(made) < count:
-            port = free_port(self.host)
-            if port in ports:  # the OS may hand the same free port out twice before anyone binds it
-                continue
-            ports.add(port)
+            port = free_port(self.host)  # never one it handed out before (process.health.free_port)
             made.append(ManagedServer(spec.name, command=list(plan.command), host=self.host, port=port,
                                       log_path=self.log_dir / f"{spec.name}-{port}.log", label=label(len(made)),
                                       **common))
