@@ -326,7 +326,8 @@ def bench_rollouts(tree: Path, work: Path, quick: bool) -> dict[str, float]:
     model, 64 ids x n=8 per batch (--quick: 32), with the environment on 1 and 2 server
     processes (a tree without --replicas: 1 only); one batch per setting per call."""
     out = work / f"rollouts-{tree.name}-{time.monotonic_ns()}.json"
-    replicas = ["1", "2"] if "--replicas" in (tree / "pytest_agentgym" / "cli" / "__init__.py").read_text() else ["1"]
+    cli = tree / "pytest_agentgym" / "cli"  # the rollout-server's options: cli/__init__.py, later cli/serving.py
+    replicas = ["1", "2"] if any("--replicas" in f.read_text() for f in cli.glob("*.py")) else ["1"]
     command = [sys.executable, str(HERE / "training" / "rollouts.py"), "--tree", str(tree), "--concurrency", "128", "512",
                "--replicas", *replicas, "--ids", "32" if quick else "64", "--repeats", "1", "--json-out", str(out)]
     done = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=RUN_LIMIT_S,
