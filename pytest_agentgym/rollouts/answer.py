@@ -5,7 +5,10 @@
      "actions": ["get 1 oak log", ...], "reward": 1.0, "turn_rewards": [0.0, 0.0, 0.0, 1.0],
      "score": null, "success": true, "rounds": 4, "stop_reason": "done",
      "usage": {"prompt_tokens": 812, "completion_tokens": 96}, "tokens": {...} or null,
-     "token_data": [null, ...], "error": null, "retried": [], "duration_s": 0.41}
+     "token_data": [null, ...], "error": null, "retried": [],
+     "sampling": {"temperature": 1.0, "max_tokens": 256, "seed": 1660533956000393},
+     "seed": {"batch": 7, "entry": 3, "sample": 0, "episode": 1660533956000393, "turns": [...]},
+     "duration_s": 0.41}
 
 ``messages`` is the conversation exactly as the model saw it at its last turn, with
 its last reply and the environment's last answer (results/conversation.py builds it
@@ -19,6 +22,12 @@ per turn, the whole conversation that turn was sent, ending with its reply.
 logprobs and token ids, untouched (None where it sent none). A rollout that
 could not be played has ``error`` (type, message, where: env, model or harness)
 and no reward.
+
+``sampling`` is what the rollout was played with (the batch's own keys and the node's
+defaults, rollouts/request.py), its ``seed`` the rollout's own; ``seed`` says which
+stream that is (the batch seed, the entry's position in ``ids``, the sample) and lists
+the seed each turn's model call sent (engine/episode.py ``turn_sampling``), or is null
+when the batch gave no seed.
 """
 
 from __future__ import annotations
@@ -26,12 +35,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from pytest_agentgym.engine.episode import turn_sampling
 from pytest_agentgym.results.conversation import conversation, messages_sent
 from pytest_agentgym.results.records import EpisodeRecord
 
 
-def rollout_answer(record: EpisodeRecord, *, id: int, sample: int) -> dict[str, Any]:
-    """The service's answer for one finished rollout (see the module's docstring)."""
+def rollout_answer(record: EpisodeRecord, *, id: int, sample: int,
+                   stream: dict[str, int] | None = None) -> dict[str, Any]:
+    """The service's answer for one finished rollout (see the module's docstring);
+    ``stream``: its seed stream (RolloutBatch.stream), None without a batch seed."""
     opening = record.opening or ()
     return {
         "id": id,
@@ -55,8 +67,17 @@ def rollout_answer(record: EpisodeRecord, *, id: int, sample: int) -> dict[str, 
         "error": dataclasses.asdict(record.error) if record.error else None,
         "retried": [dataclasses.asdict(error) for error in record.retried],
         "sampling": record.sampling,
+        "seed": _seeds(record, stream),
         "duration_s": record.duration_s,
     }
+
+
+def _seeds(record: EpisodeRecord, stream: dict[str, int] | None) -> dict[str, Any] | None:
+    """The rollout's seed stream and the seed each played turn sent."""
+    if stream is None:
+        return None
+    sent = [turn_sampling(record.sampling, record.task_index, turn.index).get("seed") for turn in record.turns]
+    return {**stream, "turns": sent}
 
 
 def _turn_prompts(record: EpisodeRecord, opening: Any) -> list[list[dict[str, str]]] | None:

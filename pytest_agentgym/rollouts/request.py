@@ -4,6 +4,14 @@
      "ids": [0, 1, 2, 3], "max_round": 10,
      "n": 4, "sampling": {"temperature": 1.0, "logprobs": true}, "seed": 7}
 
+A batch is played with the sampling it sends, plus the node's ``temperature`` and
+``max_tokens`` where it sends none (:data:`NODE_DEFAULTS`); no other key of the
+node's ``model.sampling`` is added unless the batch says ``"node_sampling": true``.
+With a seed, each rollout has its own seed stream, drawn from the batch seed, the
+entry's position in ``ids`` and the sample (:func:`episode_seed`): no two rollouts
+share draws, whether they are samples of one entry, a repeated entry, or rollouts
+of two batches with consecutive seeds.
+
 Anything wrong is a :class:`BadRollouts` whose message says which key, what
 was wrong and what to send instead; the service answers it with HTTP 400. A
 message shows what was sent through :func:`shown`, cut to a short prefix: a
@@ -18,6 +26,7 @@ TensorZero's ``.../openai/v1``). Whether it answers is
 
 from __future__ import annotations
 
+import hashlib
 import reprlib
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -30,7 +39,12 @@ from pytest_agentgym.results.redact import redact_url
 from pytest_agentgym.rollouts.node import RolloutNode
 
 REQUIRED = ("env", "model", "ids")
-OPTIONAL = ("base_url", "max_round", "n", "sampling", "seed")
+OPTIONAL = ("base_url", "max_round", "n", "sampling", "seed", "node_sampling")
+#: The keys of the node's ``model.sampling`` a batch is played with when it sends none of
+#: its own: how random and how long a reply is must have some value, and the node's is
+#: the one its pytest runs use. The node's other keys (top_p, stop, seed, ...) change what
+#: is sampled behind the trainer's back, so they come only with ``"node_sampling": true``.
+NODE_DEFAULTS = ("temperature", "max_tokens")
 #: The most rollouts one request may ask for (ids x n); a bigger batch is split by the client.
 MAX_ROLLOUTS = 10_000
 #: The longest base_url taken.
@@ -74,21 +88,39 @@ class RolloutBatch:
     ids: tuple[int, ...]
     max_rounds: int
     n: int
-    #: the batch's sampling over the node's (seed left out: see :meth:`sampling_for`)
+    #: what the batch is played with: its own sampling, plus the node's defaults (seed left out)
     sampling: dict[str, Any]
     seed: int | None
 
-    def sampling_for(self, sample: int) -> dict[str, Any]:
-        """What sample ``sample`` (0-based) of an id is played with: sample k gets seed + k
-        (each model call then sends a seed drawn from it, the task and the turn), so a
-        group of n differs and is reproducible; no seed is sent when none is given."""
+    def sampling_for(self, entry: int, sample: int) -> dict[str, Any]:
+        """What sample ``sample`` (0-based) of the entry at position ``entry`` of ``ids`` is
+        played with: the batch's sampling and, with a batch seed, the rollout's own seed
+        (:func:`episode_seed`); each model call then sends a seed drawn from that one, the
+        task and the turn (engine/episode.py ``turn_sampling``). No seed is sent when none is given."""
         if self.seed is None:
             return dict(self.sampling)
-        return {**self.sampling, "seed": self.seed + sample}
+        return {**self.sampling, "seed": episode_seed(self.seed, entry, sample)}
+
+    def stream(self, entry: int, sample: int) -> dict[str, int] | None:
+        """Which seed stream a rollout plays: ``{"batch", "entry", "sample", "episode"}``
+        (None without a batch seed), for its answer, so that it can be played again."""
+        if self.seed is None:
+            return None
+        return {"batch": self.seed, "entry": entry, "sample": sample,
+                "episode": episode_seed(self.seed, entry, sample)}
 
     @property
     def size(self) -> int:
         return len(self.ids) * self.n
+
+
+def episode_seed(batch_seed: int, entry: int, sample: int) -> int:
+    """The seed of one rollout's stream: a SHA-256 of the batch seed, the entry's position
+    in ``ids`` and the sample, cut to 53 bits (0 to 2**53 - 1, exact in any JSON reader).
+    Unlike ``seed + sample``, two rollouts share a stream only by a 2**-53 chance: not the
+    samples of one entry, not a repeated entry, not batch seed 8 and batch seed 7's sample 1."""
+    digest = hashlib.sha256(f"rollout:{batch_seed}:{entry}:{sample}".encode()).digest()
+    return int.from_bytes(digest[:7], "big") >> 3
 
 
 def _whole(value: Any, key: str, low: int) -> int:
@@ -129,7 +161,7 @@ def parse_batch(body: Any, node: RolloutNode, *, default_base_url: str | None = 
     seed = body.get("seed")
     if seed is not None and "seed" in sampling:
         raise BadRollouts("give the seed once: as 'seed' or as 'sampling.seed', not both")
-    merged = {**node.sampling, **sampling}
+    merged = {**_node_sampling(body.get("node_sampling", False), node), **sampling}
     try:
         Sampling.from_mapping(merged, where="sampling")
     except ValueError as exc:
@@ -142,6 +174,18 @@ def parse_batch(body: Any, node: RolloutNode, *, default_base_url: str | None = 
     _refuse_identical_groups(n, merged, sampling, node)
     return RolloutBatch(spec=spec, model=model.strip(), base_url=base_url, ids=ids, max_rounds=max_rounds,
                         n=n, sampling=merged, seed=seed)
+
+
+def _node_sampling(use: Any, node: RolloutNode) -> dict[str, Any]:
+    """What the node adds under a batch's sampling: its :data:`NODE_DEFAULTS`, or with
+    ``"node_sampling": true`` its whole ``model.sampling`` (the batch's keys still win)."""
+    if not isinstance(use, bool):
+        raise BadRollouts(f"'node_sampling' must be true (play with node {node.name}'s model.sampling under the "
+                          f"batch's) or false (the default: only its {' and '.join(NODE_DEFAULTS)}), "
+                          f"got {shown(use)}")
+    if use:
+        return dict(node.sampling)
+    return {key: node.sampling[key] for key in NODE_DEFAULTS if key in node.sampling}
 
 
 def _refuse_identical_groups(n: int, merged: Mapping[str, Any], sent: Mapping[str, Any], node: RolloutNode) -> None:

@@ -83,11 +83,12 @@ def _now() -> str:
 
 @dataclass
 class Pending:
-    """One rollout of a batch: which id and sample, and the future of its record."""
+    """One rollout of a batch: which id and sample, the future of its record, its seed stream."""
 
     id: int
     sample: int
     future: concurrent.futures.Future[EpisodeRecord]
+    stream: dict[str, int] | None = None
 
     def answer(self) -> dict[str, Any]:
         """The answer of a finished rollout (a cancelled one is a harness error)."""
@@ -97,7 +98,7 @@ class Pending:
             return self._failed("Cancelled", "the rollout service stopped before this rollout finished")
         except Exception as exc:  # noqa: BLE001 - a bug in the harness: say so in this rollout only
             return self._failed(type(exc).__name__, f"the harness failed on this rollout: {exc}")
-        return rollout_answer(record, id=self.id, sample=self.sample)
+        return rollout_answer(record, id=self.id, sample=self.sample, stream=self.stream)
 
     def _failed(self, kind: str, message: str) -> dict[str, Any]:
         return {"id": self.id, "sample": self.sample, "reward": None, "success": False, "messages": [],
@@ -380,17 +381,17 @@ class RolloutService:
             rules = self.node.rules(self.run_id)
             rounds, budget = rules.rounds(batch.spec, batch.max_rounds), rules.timeout()
             batch_id = f"{self.run_id}:b{next(self._batches)}"
-            for task in batch.ids:
+            for entry, task in enumerate(batch.ids):
                 for sample in range(batch.n):
                     request = build(run_id=self.run_id, spec=batch.spec, task_index=task,
                                     repeat=self._repeat(name, task), max_rounds=rounds, timeout_s=budget,
-                                    retries=rules.retries, node=self.node.name, sampling=batch.sampling_for(sample),
-                                    batch=batch_id, sample=sample)
+                                    retries=rules.retries, node=self.node.name,
+                                    sampling=batch.sampling_for(entry, sample), batch=batch_id, sample=sample)
                     if error is not None:
                         future = self._errored(request, batch.model, error)
                     else:
                         future = self._queue(engine, request)
-                    pending.append(Pending(task, sample, future))
+                    pending.append(Pending(task, sample, future, batch.stream(entry, sample)))
                     future.add_done_callback(self._release)
         except BaseException:
             self._release(count=batch.size - len(pending))

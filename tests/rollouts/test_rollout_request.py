@@ -13,7 +13,7 @@ from helpers.mock_model import ask, completion, mock_client
 
 from pytest_agentgym.model.call_settings import Sampling
 from pytest_agentgym.rollouts.node import NodeError, RolloutNode
-from pytest_agentgym.rollouts.request import MAX_ROLLOUTS, BadRollouts, openai_base, parse_batch
+from pytest_agentgym.rollouts.request import MAX_ROLLOUTS, BadRollouts, episode_seed, openai_base, parse_batch
 
 BODY = {"env": "textcraft", "model": "model-name", "base_url": "http://172.17.0.1:8001", "ids": [0, 1, 2, 3],
         "max_round": 10}
@@ -29,18 +29,22 @@ def test_the_issue_body_is_a_batch_of_four(local):
     assert (batch.spec.name, batch.model, batch.ids, batch.max_rounds, batch.n) == \
            ("TextCraft", "model-name", (0, 1, 2, 3), 10, 1)
     assert batch.base_url == "http://172.17.0.1:8001/v1"
-    assert batch.sampling == {"temperature": 0.0, "max_tokens": 256}  # the node's, as a pytest run sends
-    assert batch.sampling_for(0) == batch.sampling  # no seed given, none sent
+    assert batch.sampling == {"temperature": 0.0, "max_tokens": 256}  # the node's defaults
+    assert batch.sampling_for(0, 0) == batch.sampling and batch.stream(0, 0) is None  # no seed given, none sent
 
 
-def test_defaults_come_from_the_node_and_seeds_step_per_sample(local):
+def test_defaults_come_from_the_node_and_each_rollout_has_its_own_seed(local):
     body = {k: v for k, v in BODY.items() if k != "max_round"}
     batch = parse_batch({**body, "n": 3, "seed": 40, "sampling": {"temperature": 0.9, "logprobs": True}}, local)
     assert batch.max_rounds == 20  # min(TextCraft's 20 in envs.yaml, the local node's 20)
-    assert [batch.sampling_for(k)["seed"] for k in range(3)] == [40, 41, 42]
-    assert batch.sampling_for(1) == {"temperature": 0.9, "max_tokens": 256, "logprobs": True, "seed": 41}
+    seeds = [batch.sampling_for(entry, k)["seed"] for entry in range(4) for k in range(3)]
+    assert len(set(seeds)) == 12 and all(0 <= s < 2 ** 53 for s in seeds)
+    assert seeds[0] == episode_seed(40, 0, 0) != episode_seed(41, 0, 0)
+    assert batch.sampling_for(1, 2) == {"temperature": 0.9, "max_tokens": 256, "logprobs": True,
+                                        "seed": episode_seed(40, 1, 2)}
+    assert batch.stream(1, 2) == {"batch": 40, "entry": 1, "sample": 2, "episode": episode_seed(40, 1, 2)}
     in_sampling = parse_batch({**body, "sampling": {"seed": 5}}, local)
-    assert in_sampling.sampling_for(2)["seed"] == 7
+    assert in_sampling.seed == 5 and in_sampling.sampling_for(2, 0)["seed"] == episode_seed(5, 2, 0)
 
 
 @pytest.mark.parametrize(("change", "message"), [
@@ -53,6 +57,8 @@ def test_defaults_come_from_the_node_and_seeds_step_per_sample(local):
     ({"seed": "7"}, "'seed' must be a whole number, got '7'"),
     ({"sampling": {"logprobs": "yes"}}, "sampling.logprobs must be true or false, got 'yes'"),
     ({"sampling": [1]}, "'sampling' must be an object"),
+    ({"node_sampling": "yes"}, "'node_sampling' must be true (play with node local's model.sampling under the "
+                               "batch's) or false (the default: only its temperature and max_tokens), got 'yes'"),
     ({"ids": list(range(544)), "n": 19}, f"one request may ask for at most {MAX_ROLLOUTS}: split the batch"),
 ])
 def test_bad_values_say_what_to_send(local, change, message):
@@ -127,4 +133,4 @@ def test_a_group_at_temperature_0_is_refused_with_where_the_temperature_came_fro
     # the boundaries: one sample is greedy on purpose; any temperature above 0 spreads
     assert parse_batch({**BODY, "n": 1}, local).sampling["temperature"] == 0.0
     group = parse_batch({**BODY, "n": 4, "sampling": {"temperature": 0.01}}, local)
-    assert group.sampling_for(0)["temperature"] == 0.01  # the batch's sampling wins over the node's
+    assert group.sampling_for(0, 0)["temperature"] == 0.01  # the batch's sampling wins over the node's

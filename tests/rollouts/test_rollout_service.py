@@ -19,6 +19,8 @@ from helpers.logprob_model import MODEL, token_data_for
 from helpers.rollout_services import logprob_model, post, reference_agent, rollout_server
 from helpers.run_dirs import read_episodes
 
+from pytest_agentgym.rollouts.request import episode_seed
+
 pytestmark = pytest.mark.heavy
 
 ISSUE_BODY = {"env": "textcraft", "model": "reference", "base_url": None, "ids": [0, 1, 2, 3], "max_round": 10}
@@ -82,7 +84,9 @@ def test_n_gives_n_samples_per_id_with_their_own_seeds(stack):
     assert answer.status_code == 200, answer.text
     rollouts = answer.json()["rollouts"]
     assert [(r["id"], r["sample"]) for r in rollouts] == [(i, s) for i in (4, 9) for s in range(4)]
-    assert [r["sampling"]["seed"] for r in rollouts] == [11, 12, 13, 14] * 2
+    # each rollout its own stream: the batch seed, the entry's position in ids, the sample
+    assert [r["sampling"]["seed"] for r in rollouts] == [episode_seed(11, e, k) for e in range(2) for k in range(4)]
+    assert [(r["seed"]["entry"], r["seed"]["sample"]) for r in rollouts] == [(e, k) for e in range(2) for k in range(4)]
     assert all(r["sampling"]["temperature"] == 1.0 for r in rollouts)
     assert len({r["episode_id"] for r in rollouts}) == 8  # each its own record
     # the random policy draws from the request's seed: the samples of one id differ
