@@ -36,7 +36,8 @@ class RolloutNode:
     #: the node's ``limits.max_rounds`` (None: each environment's own) and episode budget
     max_rounds: int | None
     episode_timeout: float
-    #: the node's ``model.sampling`` (set keys only), under each batch's own
+    #: the node's ``model.sampling`` (set keys only): under a batch's own, its temperature and
+    #: max_tokens, or all of it with ``"node_sampling": true`` (rollouts/request.py)
     sampling: dict[str, Any]
     request_timeout: float
     model_retries: int
