@@ -32,6 +32,7 @@ import subprocess
 from typing import Any
 
 from pytest_agentgym.model.checkpoint import fit_max_model_len
+from pytest_agentgym.model.vllm_dtype import fit_dtype
 from pytest_agentgym.model.vllm_options import VLLM_PYTHON_ENV, VLLMOptions
 from pytest_agentgym.process import managed as process
 from pytest_agentgym.process.errors import ServerStartError
@@ -60,6 +61,7 @@ def vllm_command(checkpoint: str, options: VLLMOptions, port: int) -> list[str]:
         ("--data-parallel-size", options.data_parallel_size),
         ("--seed", options.seed),
         ("--dtype", options.dtype),
+        ("--logprobs-mode", options.logprobs_mode),
     ]
     for flag, value in flags:
         if value is not None:
@@ -74,15 +76,18 @@ class VLLMServer:
     """vLLM serving one checkpoint on a free loopback port (unless ``options.port``).
 
     A ``max_model_len`` larger than the checkpoint's own limit is lowered to it
-    (:func:`~pytest_agentgym.model.checkpoint.fit_max_model_len`); :attr:`notes`
-    says so, and after :meth:`start` how long vLLM took to become healthy."""
+    (:func:`~pytest_agentgym.model.checkpoint.fit_max_model_len`), and the checkpoint
+    is served in its own dtype unless ``vllm.dtype`` names one
+    (:func:`~pytest_agentgym.model.vllm_dtype.fit_dtype`); :attr:`notes` says so, with
+    the logprobs mode, and after :meth:`start` how long vLLM took to become healthy."""
 
     def __init__(self, checkpoint: str | os.PathLike[str], options: VLLMOptions | None = None,
                  *, log_path: str | os.PathLike[str]) -> None:
         self.checkpoint = str(checkpoint)
         self.options, fitted = fit_max_model_len(self.checkpoint, options or VLLMOptions())
+        self.options, served = fit_dtype(self.checkpoint, self.options)
         #: lines for the report header and run.json's notes
-        self.notes: list[str] = [fitted] if fitted else []
+        self.notes: list[str] = ([fitted] if fitted else []) + [served]
         self.port = self.options.port or free_port(self.options.host)
         self.process = process.ManagedServer(
             "vLLM", command=vllm_command(self.checkpoint, self.options, self.port),

@@ -92,5 +92,5 @@ def test_vllm_is_launched_with_the_lowered_value(tmp_path):
                         log_path=tmp_path / "vllm.log")
     argv = server.process.argv
     assert argv[argv.index("--max-model-len") + 1] == "512"
-    assert server.notes == ["vllm.max_model_len 16384 lowered to 512, the checkpoint's own limit "
+    assert server.notes[:1] == ["vllm.max_model_len 16384 lowered to 512, the checkpoint's own limit "
                             "(tokenizer_config.json model_max_length=512); vLLM refuses a larger one"]

@@ -234,8 +234,8 @@ def test_vllm_options_and_command():
                     "--model", "/ckpt/step-1", "--host", "127.0.0.1", "--port", "9001",
                     "--served-model-name", "policy", "--max-model-len", "4096",
                     "--gpu-memory-utilization", "0.8", "--tensor-parallel-size", "2",
-                    "--data-parallel-size", "1", "--seed", "7", "--enforce-eager",
-                    "--enable-prefix-caching", "--swap-space", "4"]
+                    "--data-parallel-size", "1", "--seed", "7", "--logprobs-mode", "raw_logprobs",
+                    "--enforce-eager", "--enable-prefix-caching", "--swap-space", "4"]
 
 
 def test_vllm_python_comes_from_the_environment(monkeypatch):

@@ -111,7 +111,8 @@ def test_the_cpu_profile_lowers_max_model_len_and_records_the_start_time(pyteste
                                  "*3 passed*"])
     info = json.loads((pytester.path / "reports" / "cpu" / "run.json").read_text())
     assert info["notes"][0] == LOWERED
-    started = re.fullmatch(r"vLLM started in (\d+\.\d) s \(spawn to healthy\)", info["notes"][1])
+    assert info["notes"][1].startswith("vLLM dtype float32, the checkpoint's own")  # its weights are F32
+    started = re.fullmatch(r"vLLM started in (\d+\.\d) s \(spawn to healthy\)", info["notes"][2])
     assert started and info["versions"]["vllm-startup-s"] == started.group(1)
     assert info["versions"]["vllm"] == "unknown"  # the stand-in has no GET /version
     assert info["endpoint_kind"] == "vllm" and info["checkpoint"] == str(checkpoint)
@@ -131,8 +132,9 @@ def test_a_max_tokens_the_lowered_context_cannot_hold_is_noted_and_the_server_st
         pid = chosen.process.process.pid
         assert chosen.kind == "vllm" and chosen.startup_s > 0
         assert chosen.notes[0].startswith("vllm.max_model_len 16384 lowered to 512")
-        assert chosen.notes[1] == f"vLLM started in {chosen.startup_s:.1f} s (spawn to healthy)"
-        assert chosen.notes[2].startswith("sampling max_tokens 1024 is not below max_model_len 512: "
+        assert chosen.notes[1].startswith("vLLM dtype ")  # tests/model/test_vllm_dtype.py
+        assert chosen.notes[2] == f"vLLM started in {chosen.startup_s:.1f} s (spawn to healthy)"
+        assert chosen.notes[3].startswith("sampling max_tokens 1024 is not below max_model_len 512: "
                                           "vLLM refuses every request")
     finally:
         chosen.close()
