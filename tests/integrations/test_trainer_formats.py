@@ -15,11 +15,11 @@ import copy
 import logging
 
 import pytest
+from helpers.hand_rollouts import hand_rollout
 from helpers.rollout_services import post, reference_agent, rollout_server
 
 from pytest_agentgym.integrations import trainers
 from pytest_agentgym.model.reference import tokens as ref
-from pytest_agentgym.results.tokens import episode_tokens
 
 ASK = {"temperature": 1.0, "return_token_ids": True, "logprobs": True}
 
@@ -119,8 +119,9 @@ def test_the_batches_answer_token_views(answers, rollouts):
 def test_trl_gets_ids_mask_and_logprobs_that_the_text_confirms(rollouts):
     batch = trainers.for_trl(rollouts)
     assert set(batch) == {"prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward", "turn_rewards",
-                          "success", "episode_id", "batch", "sample", "task_id"}
+                          "success", "episode_id", "batch", "sample", "task_id", "rerendered"}
     assert all(len(values) == len(rollouts) for values in batch.values())
+    assert batch["rerendered"] == [None] * len(rollouts)
     # TRL wants num_generations completions per prompt, together, in the prompts' order
     assert batch["task_id"] == [0, 0, 1, 1, 2, 2, 0, 0, 3, 3]
     assert batch["sample"] == [0, 1] * 5
@@ -258,17 +259,7 @@ def _rerendered_rollout(batch="hand:b1", task=9, sample=0):
                {"role": "user", "content": "You are at (1, 1)."}]
     replies = ["<think>east first</think>Action: move east", "<think>then north</think>Action: move north",
                "Action: stop"]
-    messages, data = list(opening), []
-    for k, reply in enumerate(replies):
-        ids = ref.completion(reply)
-        data.append({"prompt_token_ids": ref.render(messages, drop_reasoning=True), "token_ids": ids,
-                     "logprobs": {"content": [{"token": ref.decode([t]), "logprob": ref.logprob(t, i)}
-                                              for i, t in enumerate(ids)]}})
-        messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": f"Step {k} done."}]
-    tokens = episode_tokens(data)
-    return {"id": task, "sample": sample, "batch": batch, "env": "Maze", "episode_id": f"hand:{task}:{sample}",
-            "messages": messages, "reward": 1.0, "turn_rewards": [0.0, 0.0, 1.0], "success": True, "rounds": 3,
-            "stop_reason": "done", "tokens": tokens.to_dict(), "token_data": data, "error": None}
+    return hand_rollout(opening, replies, task=task, sample=sample, batch=batch, drop=True)
 
 
 def test_a_failed_rollout_is_refused_by_name_or_skipped_with_its_group(rollouts, caplog):
@@ -322,8 +313,8 @@ def test_a_rerendered_rollout_is_refused_as_one_trajectory_and_works_per_turn(ro
     expected = (r"rollout id 9, sample 0, batch hand:b1, episode hand:9:0 cannot be one trajectory: the endpoint "
                 r"re-rendered the history at turn 1 \(turn 1's prompt renders turn 0's reply differently .*\); "
                 r"use the per-turn form \(per_turn_samples\) for it, leave its group out \(skip=True\)")
-    for adapter in (trainers.for_trl, trainers.for_verifiers, trainers.verl_agent_loop_outputs,
-                    lambda r: trainers.for_verl(r, pad_token_id=0)):
+    for adapter in (lambda r: trainers.for_trl(r, rerendered="raise"), trainers.for_verifiers,
+                    trainers.verl_agent_loop_outputs, lambda r: trainers.for_verl(r, pad_token_id=0)):
         with pytest.raises(ValueError, match=expected):
             adapter([*rollouts[:2], odd])
     kept = trainers.for_verl([*rollouts[:2], odd], pad_token_id=0, skip=True)
