@@ -103,18 +103,27 @@ def _parser() -> argparse.ArgumentParser:
                        "or as a CSV table",
         description="Rebuilds each episode's conversation exactly as the model saw it (the run keeps the opening "
                     "messages in prompts.jsonl) and writes it with the episode's reward and, when the endpoint "
-                    "sent token ids, its token view. Episodes that ended in an infrastructure error are left out. "
-                    "--format csv writes one row per episode of its facts instead (outcome, reward, rounds, time, "
-                    "error, model, tokens), errored episodes included.")
+                    "sent token ids, its token view. Each row marks what the model sampled, so that a trainer "
+                    "learns from that alone, never from the environment's instructions, its messages or a "
+                    "scripted acknowledgement: a weight per message (1 on the model's replies), prompt and "
+                    "completion (TRL's prompt-completion form) and, with token ids, input_ids with "
+                    "assistant_masks (TRL's SFTTrainer trains on the sampled tokens only, as it is). Episodes "
+                    "that ended in an infrastructure error are left out. --format csv writes one row per "
+                    "episode of its facts instead (outcome, reward, rounds, time, error, model, tokens), "
+                    "errored episodes included.")
     export.add_argument("run_dir", help="e.g. reports/latest")
     export.add_argument("--format", default="chat-jsonl", choices=("chat-jsonl", "turns-jsonl", "hf-dataset", "csv"),
-                        help="chat-jsonl: one conversation per line; turns-jsonl: one line per policy turn "
-                             "(the conversation so far and that reply); hf-dataset: a Hugging Face dataset "
-                             "directory; csv: one row per episode, for a spreadsheet (default: chat-jsonl)")
-    export.add_argument("--only", default=None, choices=("all", "scored", "success"),
-                        help="all (csv only): every episode, errors as rows with outcome error; scored: every "
-                             "episode without an infrastructure error; success: the successful ones "
-                             "(default: all for csv, else scored)")
+                        help="chat-jsonl: one episode per line (its last conversation and reply); turns-jsonl: "
+                             "one line per policy turn (the conversation sent for it and that reply); hf-dataset: "
+                             "the chat-jsonl rows as a directory that datasets.load_dataset(DIR, split='train') "
+                             "and datasets.load_from_disk(DIR)['train'] load; csv: one row per episode, for a "
+                             "spreadsheet (default: chat-jsonl)")
+    export.add_argument("--only", default=None, choices=("all", "scored", "rewarded", "success"),
+                        help="which episodes: all (csv only) keeps every one, errors as rows with outcome error; "
+                             "scored keeps every episode without an infrastructure error, reward 0 included (what "
+                             "RL wants); rewarded keeps those with a reward above 0; success keeps the successful "
+                             "ones (what SFT on good episodes wants). Default: all for csv, scored for the "
+                             "training formats")
     export.add_argument("--output", "-o", default=None,
                         help="file (directory for hf-dataset) to write, - for standard output (default: "
                              "RUN_DIR/export/<format>.jsonl, RUN_DIR/export/episodes.csv for csv)")

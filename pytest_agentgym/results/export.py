@@ -11,10 +11,14 @@ Formats (one row per episode, or per policy turn):
   the conversation sent for that turn plus its reply, ``turn`` its index,
   ``turn_reward`` the environment's reward for its step; with token ids, the
   turn's ``prompt_ids``, ``completion_ids`` and ``logprobs``.
-* ``hf-dataset``: the ``chat-jsonl`` rows as a Hugging Face dataset directory
-  (``data/train.jsonl`` and a ``README.md`` dataset card naming it), which
-  ``datasets.load_dataset(DIR, split="train")`` loads and ``huggingface-cli
-  upload --repo-type dataset`` pushes as it is.
+* ``hf-dataset``: the ``chat-jsonl`` rows as a Hugging Face dataset directory that
+  ``datasets.load_dataset(DIR, split="train")`` and ``datasets.load_from_disk(DIR)``
+  both load (results/hf_dataset.py).
+
+Every training row says what the model sampled, so that a trainer learns from that
+only, never from the environment's instructions, its messages or a scripted
+acknowledgement: a ``weight`` per message, a ``prompt``/``completion`` split and,
+with token ids, ``input_ids`` with ``assistant_masks`` (results/training.py).
 * ``csv``: one row per episode of the run's facts (:data:`CSV_COLUMNS`: outcome,
   reward, rounds, time, error, model, tokens, ...), no conversation, for a
   spreadsheet or a data frame (:func:`csv_row`).
@@ -22,7 +26,8 @@ Formats (one row per episode, or per policy turn):
 The conversation is rebuilt from the record and the run's prompts.jsonl
 (results/conversation.py), exactly as it was sent. Episodes that ended in an
 infrastructure error are left out (their conversation is cut short by a
-failure, not by the policy); ``only="success"`` keeps the successful ones. An
+failure, not by the policy); ``only="rewarded"`` keeps those with a reward above
+0, ``only="success"`` the successful ones. An
 episode whose opening is not on disk (a run written before openings were kept)
 is left out and counted.
 
@@ -42,16 +47,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Literal, Sequence
 
-from pytest_agentgym.results.conversation import Sidecars, conversation, messages_sent, opening_of, read_sidecars
+from pytest_agentgym.results.conversation import Sidecars, opening_of, read_sidecars
 from pytest_agentgym.results.current import current_records
+from pytest_agentgym.results.hf_dataset import write_dataset_files
 from pytest_agentgym.results.jsonl import ResultsWriteError, describe_write_error, encode_line
 from pytest_agentgym.results.records import EpisodeRecord, outcome_of, task_order
 from pytest_agentgym.results.redact import redact_text
 from pytest_agentgym.results.store import RunDir
+from pytest_agentgym.results.training import chat_rows, turn_rows
 
 Format = Literal["chat-jsonl", "turns-jsonl", "hf-dataset", "csv"]
 FORMATS: tuple[str, ...] = ("chat-jsonl", "turns-jsonl", "hf-dataset", "csv")
-ONLY: tuple[str, ...] = ("all", "scored", "success")
+ONLY: tuple[str, ...] = ("all", "scored", "rewarded", "success")
 #: ``output`` that means standard output (csv, chat-jsonl, turns-jsonl)
 STDOUT = "-"
 #: The columns of ``--format csv``, in order (docs/results.md says what each holds).
@@ -79,6 +86,10 @@ class Exported:
     episodes: int = 0
     left_out: dict[str, int] = field(default_factory=dict)
     skipped_lines: list[str] = field(default_factory=list)
+    #: episodes kept whose reward is not above 0 (said when ``--only scored`` kept them)
+    unrewarded: int = 0
+    only: str = "scored"
+    notes: list[str] = field(default_factory=list)
 
     def leave_out(self, why: str) -> None:
         self.left_out[why] = self.left_out.get(why, 0) + 1
@@ -91,39 +102,21 @@ class Exported:
             text += f" (from {self.episodes} episode{'s' if self.episodes != 1 else ''})"
         if self.left_out:
             text += "; left out: " + ", ".join(f"{count} {why}" for why, count in sorted(self.left_out.items()))
-        return text
+        if self.unrewarded and self.only in ("all", "scored"):
+            text += (f"; {self.unrewarded} of the episodes kept have no reward above 0 "
+                     f"(--only rewarded or --only success leaves them out)")
+        return "; ".join([text, *self.notes])
 
 
-def episode_facts(record: EpisodeRecord) -> dict[str, Any]:
-    return {"episode_id": record.episode_id, "env": record.env, "task_index": record.task_index,
-            "repeat": record.repeat, "reward": record.reward, "success": record.success,
-            "turn_rewards": [turn.reward for turn in record.turns], "stop_reason": record.stop_reason,
-            "model": record.model, "checkpoint": record.checkpoint, "batch": record.batch,
-            "sample": record.sample}
-
-
-def chat_rows(record: EpisodeRecord, sidecars: Sidecars) -> Iterator[dict[str, Any]]:
-    opening = opening_of(record, sidecars.openings)
-    assert opening is not None
-    row = {"messages": conversation(record, opening, final_feedback=False), **episode_facts(record)}
-    tokens = sidecars.tokens_of(record)
-    row["tokens"] = None if tokens is None else tokens.to_dict()
-    yield row
-
-
-def turn_rows(record: EpisodeRecord, sidecars: Sidecars) -> Iterator[dict[str, Any]]:
-    opening = opening_of(record, sidecars.openings)
-    assert opening is not None
-    tokens = sidecars.tokens_of(record)
-    facts = episode_facts(record)
-    for index, (sent, turn) in enumerate(zip(messages_sent(record, opening), record.turns)):
-        row = {"messages": sent + [{"role": "assistant", "content": turn.reply}], "turn": index,
-               "turn_reward": turn.reward, **facts}
-        if tokens is not None:
-            own = tokens.turn(index)
-            row.update(prompt_ids=list(own.prompt_ids), completion_ids=list(own.completion_ids),
-                       logprobs=None if own.logprobs is None else list(own.logprobs))
-        yield row
+def left_out_by(record: EpisodeRecord, only: str) -> str | None:
+    """Why ``--only ONLY`` leaves ``record`` out, or None when it keeps it."""
+    if record.error is not None and only != "all":
+        return "with an infrastructure error"
+    if only == "rewarded" and not (record.reward is not None and record.reward > 0):
+        return "without a reward above 0"
+    if only == "success" and not record.success:
+        return "not successful"
+    return None
 
 
 def default_only(format: str) -> str:
@@ -139,7 +132,7 @@ def _check_options(format: str, only: str, to_stdout: bool) -> None:
     if only == "all" and format != "csv":
         raise ExportError(f"--only all is for --format csv; --format {format} leaves out the episodes that "
                          f"ended in an infrastructure error (their conversation was cut short by the failure, "
-                         f"not by the policy): give --only scored or --only success")
+                         f"not by the policy): give --only scored, rewarded or success")
     if to_stdout and format == "hf-dataset":
         raise ExportError("--output - (standard output) cannot take --format hf-dataset, which is a directory: "
                          "give a directory to write, or leave --output out (RUN_DIR/export/hf-dataset)")
@@ -150,7 +143,8 @@ def export_run(run_dir: str | Path, *, format: Format = "chat-jsonl", only: str 
     """Write ``run_dir``'s episodes as ``format`` (see the module's docstring) to ``output``
     (default: ``RUN_DIR/export/<format>.jsonl``, ``RUN_DIR/export/episodes.csv``, or
     ``RUN_DIR/export/hf-dataset/``; ``"-"``: ``stdout``, default ``sys.stdout``).
-    ``only``: ``all`` (csv only), ``scored`` or ``success``; None is :func:`default_only`.
+    ``only``: ``all`` (csv only), ``scored``, ``rewarded`` or ``success`` (:func:`left_out_by`); None is
+    :func:`default_only`.
 
     :class:`ExportError` for an unknown format or ``only``, or one that does not go with the format;
     :class:`ResultsWriteError` when the output cannot be written (a partly written file is
@@ -167,14 +161,14 @@ def export_run(run_dir: str | Path, *, format: Format = "chat-jsonl", only: str 
     target = Path(output) if output is not None and not to_stdout else default
     lines_file = target / "data" / "train.jsonl" if format == "hf-dataset" else target
     if format == "csv":
-        result = Exported(path=Path(STDOUT) if to_stdout else target)
+        result = Exported(path=Path(STDOUT) if to_stdout else target, only=only)
         records = _task_order(current_records(found.records), run)
 
         def write(handle: IO[str]) -> None:
             _write_csv(handle, records, only, result)
     else:
         sidecars = read_sidecars(run.path)
-        result = Exported(path=Path(STDOUT) if to_stdout else target,
+        result = Exported(path=Path(STDOUT) if to_stdout else target, only=only,
                           skipped_lines=list(sidecars.skipped))  # episodes.jsonl's: warned by read()
 
         def write(handle: IO[str]) -> None:
@@ -184,12 +178,9 @@ def export_run(run_dir: str | Path, *, format: Format = "chat-jsonl", only: str 
         return result
     _write_file(lines_file, write, newline="" if format == "csv" else "\n")
     if format == "hf-dataset":
-        try:
-            (target / "README.md").write_text(_dataset_card(run.path, result), encoding="utf-8")
-        except OSError as exc:
-            raise ResultsWriteError(describe_write_error(target / "README.md", exc, "free space or give "
-                                                         "--output elsewhere", "the dataset card was not written"),
-                                    exc.errno, str(target / "README.md")) from exc
+        note = write_dataset_files(target, run.path, result.rows)
+        if note is not None:
+            result.notes.append(note)
     return result
 
 
@@ -216,13 +207,15 @@ def _write_lines(handle: IO[str], records: Sequence[EpisodeRecord], sidecars: Si
         if record.error is not None or not record.turns:
             result.leave_out("with an infrastructure error or no turn")
             continue
-        if only == "success" and not record.success:
-            result.leave_out("not successful")
+        why = left_out_by(record, only)
+        if why is not None:
+            result.leave_out(why)
             continue
         if opening_of(record, sidecars.openings) is None:
             result.leave_out("without their opening messages on disk (written before they were kept)")
             continue
         result.episodes += 1
+        result.unrewarded += not (record.reward is not None and record.reward > 0)
         for row in rows(record, sidecars):
             handle.write(encode_line(row).decode("utf-8"))
             result.rows += 1
@@ -244,11 +237,9 @@ def _write_csv(handle: IO[str], records: Sequence[EpisodeRecord], only: str, res
     writer = csv.writer(handle)
     writer.writerow(CSV_COLUMNS)
     for record in records:
-        if only != "all" and record.error is not None:
-            result.leave_out("with an infrastructure error")
-            continue
-        if only == "success" and not record.success:
-            result.leave_out("not successful")
+        why = left_out_by(record, only)
+        if why is not None:
+            result.leave_out(why)
             continue
         writer.writerow(csv_row(record))
         result.episodes += 1
@@ -289,21 +280,3 @@ def _text(value: str | None) -> str | None:
         return None
     value = redact_text(value)
     return "'" + value if value.startswith(_FORMULA_START) else value
-
-
-def _dataset_card(run_dir: Path, result: Exported) -> str:
-    """A dataset card whose YAML header tells ``datasets`` where the rows are."""
-    return (
-        "---\n"
-        "configs:\n"
-        "- config_name: default\n"
-        "  data_files:\n"
-        "  - split: train\n"
-        "    path: data/train.jsonl\n"
-        "---\n\n"
-        f"# Episodes of the pytest-agentgym run {run_dir.name}\n\n"
-        f"{result.rows} episodes exported by `pytest-agentgym export --format hf-dataset`: per row the\n"
-        "conversation the model saw and its last reply (`messages`), the environment, task, repeat,\n"
-        "reward, success, per-turn rewards, model and checkpoint, and the token view (`tokens`) when\n"
-        "the endpoint sent token ids.\n"
-    )

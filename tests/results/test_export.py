@@ -63,6 +63,11 @@ def rows(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def plain(row: dict) -> list[dict]:
+    """A row's ``messages`` as they were sent: without the training ``weight`` of each."""
+    return [{"role": m["role"], "content": m["content"]} for m in row["messages"]]
+
+
 def test_a_pytest_run_exports_the_conversations_its_model_was_sent(pytester, tmp_path):
     model = recording_model(tmp_path)
     try:
@@ -83,13 +88,13 @@ def test_a_pytest_run_exports_the_conversations_its_model_was_sent(pytester, tmp
     done = export(run_dir, "--format", "turns-jsonl")
     assert done.returncode == 0, done.stderr
     turns = rows(run_dir / "export" / "turns-jsonl.jsonl")
-    assert Counter(json.dumps(r["messages"][:-1]) for r in turns) == sent  # request for request
+    assert Counter(json.dumps(r["prompt"]) for r in turns) == sent  # request for request
     assert all(r["completion_ids"] and len(r["logprobs"]) == len(r["completion_ids"]) for r in turns)
 
     done = export(run_dir)  # chat-jsonl: the last conversation of each episode and its reply
     assert done.returncode == 0 and "5 episodes written" in done.stdout, done.stderr
     chats = rows(run_dir / "export" / "chat-jsonl.jsonl")
-    assert len(chats) == 5 and all(sent[json.dumps(r["messages"][:-1])] == 1 for r in chats)
+    assert len(chats) == 5 and all(sent[json.dumps(plain(r)[:-1])] == 1 for r in chats)
     assert all(r["messages"][-1]["role"] == "assistant" and r["tokens"]["completion_ids"] for r in chats)
 
 
@@ -134,7 +139,7 @@ def test_rollout_service_records_keep_tokens_batch_and_sample_and_export_them(tm
     assert len(exported) == len(answers) == 8
     for answer in answers:
         row = exported[answer["episode_id"]]
-        assert row["messages"] == answer["messages"][:-1]  # the answer ends with the last feedback
+        assert plain(row) == answer["messages"][:-1]  # the answer ends with the last feedback
         assert (row["batch"], row["sample"], row["tokens"]) == (answer["batch"], answer["sample"], answer["tokens"])
         view = answer["tokens"]
         assert view["rerendered"] is None
@@ -168,7 +173,7 @@ def test_a_server_that_rewrites_earlier_turns_is_exported_as_it_was_sent(pyteste
     assert any(turn["sent"] for record in records for turn in record["turns"])  # it did rewrite
     assert export(run_dir, "--format", "turns-jsonl").returncode == 0
     turns = rows(run_dir / "export" / "turns-jsonl.jsonl")
-    assert Counter(json.dumps(r["messages"][:-1]) for r in turns) == sent
+    assert Counter(json.dumps(r["prompt"]) for r in turns) == sent
 
 
 def test_export_says_what_is_wrong_and_leaves_out_what_it_cannot_rebuild(tmp_path):
