@@ -40,7 +40,7 @@ class PolicyModel:
         self._rng = random.Random(seed)
 
     async def complete(self, messages: Sequence[dict[str, str]], *, budget_s: float,
-                       sampling: dict[str, Any]) -> Completion:
+                       sampling: dict[str, Any], previous: Completion | None = None) -> Completion:
         started = time.perf_counter()
         text = self._answer(messages, self._rng)
         return Completion(text, time.perf_counter() - started)

@@ -65,6 +65,8 @@ class Completion:
     completion_tokens: int | None = None
     #: The endpoint's per-token data (logprobs, token ids), when it sent some.
     token_data: dict[str, Any] | None = None
+    #: Why the endpoint stopped ("stop", "length": cut by max_tokens), when it said.
+    finish_reason: str | None = None
 
 
 class ChatModel(Protocol):
@@ -73,10 +75,13 @@ class ChatModel(Protocol):
     name: str
 
     async def complete(
-        self, messages: Sequence[dict[str, str]], *, budget_s: float, sampling: dict[str, Any]
+        self, messages: Sequence[dict[str, str]], *, budget_s: float, sampling: dict[str, Any],
+        previous: Completion | None = None,
     ) -> Completion:
         """Answer within ``budget_s`` seconds (``sampling`` overrides the endpoint's
-        defaults), or raise a ModelError."""
+        defaults), or raise a ModelError. ``previous``: the episode's last reply when
+        ``messages`` are the conversation it answered, that reply and the new message after
+        it (what a turn sent as token ids builds on: model/token_turns.py); else None."""
 
 
 @dataclass(frozen=True)
@@ -177,6 +182,7 @@ async def _play(
     try:
         messages: list[dict[str, str]] = list(opening.messages)
         rewritten = False  # whether the server rewrote the conversation sent next
+        previous: Completion | None = None  # the last reply: what a turn sent as token ids builds on
         for index in range(request.limits.max_rounds):
             observation = messages[-1]["content"]
             remaining = deadline - time.monotonic()
@@ -186,11 +192,13 @@ async def _play(
             try:
                 completion = await model.complete(
                     messages, budget_s=remaining + MODEL_BUDGET_SLACK_S,
+                    previous=None if rewritten else previous,
                     sampling=turn_sampling(request.sampling, request.task_index, index),
                 )
             except ContextLengthExceeded:
                 return "context_length"  # AgentGym stops when the prompt reaches its maximum
             attempt.model_asked_at = None
+            previous = completion
             attempt.prompt_tokens += completion.prompt_tokens or 0
             attempt.completion_tokens += completion.completion_tokens or 0
             parsed = adapter.parse_action(completion.text)

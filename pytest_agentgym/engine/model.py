@@ -30,6 +30,16 @@ class ModelAdapter:
         self.base_url = client.base_url  # named in a first-round timeout
         self.api_key_env = getattr(client, "api_key_env", None)  # for a verifiers rollout's own client
         self._cache: dict[tuple, Any] = {}
+        self._token_turns: Any = None
+
+    @property
+    def _turns(self) -> Any:
+        """The client's :class:`~pytest_agentgym.model.token_turns.TokenTurns`, made on first use."""
+        if self._token_turns is None:
+            from pytest_agentgym.model.token_turns import TokenTurns
+
+            self._token_turns = TokenTurns(self._client)
+        return self._token_turns
 
     def _sampling(self, overrides: dict[str, Any]) -> Any:
         key = tuple(sorted((k, str(v)) for k, v in overrides.items()))
@@ -41,10 +51,18 @@ class ModelAdapter:
         return self._cache[key]
 
     async def complete(self, messages: Sequence[dict[str, str]], *, budget_s: float,
-                       sampling: dict[str, Any]) -> Completion:
-        reply = await self._client.chat(messages, sampling=self._sampling(sampling), budget=budget_s)
+                       sampling: dict[str, Any], previous: Completion | None = None) -> Completion:
+        """The next reply. When the episode asked for token ids (``return_token_ids``, and not
+        ``token_in: false``), the turn goes through model/token_turns.py: after ``previous``
+        (the episode's last Completion, when ``messages`` extend it), as token ids where the
+        endpoint takes them."""
+        chosen = self._sampling(sampling)
+        if chosen.return_token_ids and chosen.token_in is not False:
+            reply = await self._turns.turn(messages, previous, chosen, budget_s)
+        else:
+            reply = await self._client.chat(messages, sampling=chosen, budget=budget_s)
         return self._completion(reply.text, reply.latency_s, reply.prompt_tokens, reply.completion_tokens,
-                                reply.token_data)
+                                reply.token_data, reply.finish_reason)
 
     async def aclose(self) -> None:
         await self._client.aclose()

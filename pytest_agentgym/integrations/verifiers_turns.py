@@ -41,7 +41,7 @@ class InteractionModel:
         self._seen = 0
 
     async def complete(self, messages: Sequence[dict[str, str]], *, budget_s: float,
-                       sampling: dict[str, Any]) -> Completion:
+                       sampling: dict[str, Any], previous: Completion | None = None) -> Completion:
         """Send the unseen turns (the opening conversation first, then each new
         observation) as one user turn of the interaction; the agent's reply."""
         new = [dict(m) for m in messages[self._seen:]]

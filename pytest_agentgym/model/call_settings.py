@@ -49,6 +49,10 @@ class Sampling:
     top_logprobs: int | None = None
     #: Ask vLLM for the prompt's and the reply's token ids (sent in the body as is).
     return_token_ids: bool | None = None
+    #: With ``return_token_ids``: false keeps every turn on the chat route instead of sending
+    #: turns after the first as token ids where the endpoint can take them (model/token_turns.py).
+    #: Not sent.
+    token_in: bool | None = None
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None, *, where: str = "model.sampling") -> "Sampling":
@@ -65,7 +69,7 @@ class Sampling:
             values["stop"] = (stop,)
         elif stop is not None:
             values["stop"] = tuple(str(s) for s in stop)
-        for key in ("logprobs", "return_token_ids"):
+        for key in ("logprobs", "return_token_ids", "token_in"):
             if values.get(key) is not None and not isinstance(values[key], bool):
                 raise ValueError(f"{where}.{key} must be true or false, got {values[key]!r}")
         for key, kind in (("temperature", float), ("top_p", float), ("max_tokens", int), ("seed", int),
@@ -82,7 +86,7 @@ class Sampling:
         if params["stop"] is not None:
             params["stop"] = list(params["stop"])
         # return_token_ids is vLLM's, not OpenAI's: the body is posted as it is, so it goes in plain
-        return {k: v for k, v in params.items() if v is not None}
+        return {k: v for k, v in params.items() if v is not None and k != "token_in"}
 
 
 @dataclass(frozen=True)

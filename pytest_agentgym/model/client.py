@@ -1,9 +1,11 @@
 """Client for any OpenAI-compatible chat endpoint (TensorZero, Ollama, vLLM, the
 reference agent), built on the ``openai`` package's ``AsyncOpenAI``.
 
-One :meth:`EndpointClient.chat` call is one model turn. It runs inside a
-per-turn budget (``turn_budget`` seconds); each HTTP call inside it gets at most
-``request_timeout`` seconds, and never more than what is left of the budget.
+One :meth:`EndpointClient.chat` call is one model turn; :meth:`EndpointClient.post_json`
+sends any other POST (vLLM's ``/completions`` and ``/tokenize``: model/token_turns.py)
+through the same loop. A call runs inside a per-turn budget (``turn_budget`` seconds);
+each HTTP call inside it gets at most ``request_timeout`` seconds, and never more than
+what is left of the budget.
 Retries are done here, not by the SDK (``max_retries=0``), so the budget and
 the records are exact:
 
@@ -39,7 +41,7 @@ import json
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 from urllib.parse import parse_qsl
 
 import httpx
@@ -59,6 +61,7 @@ from pytest_agentgym.model.errors import (  # re-exported: the client's errors
     server_message,
 )
 from pytest_agentgym.model.records import CallRecord, ModelReply
+from pytest_agentgym.model.token_data import chat_token_data
 from pytest_agentgym.transport.keepalive import KeepAliveTransport
 from pytest_agentgym.transport.route import RawAnswer, Route, encode_json
 
@@ -69,6 +72,8 @@ __all__ = [
 
 #: The chat completions path under the endpoint's base URL.
 CHAT_PATH = "/chat/completions"
+
+_T = TypeVar("_T")  # what a call's answer is read as
 
 
 # --------------------------------------------------------------------------- client
@@ -93,14 +98,12 @@ class _Attempts:
 
 
 class EndpointClient:
-    """Chat completions against one OpenAI-compatible endpoint.
+    """Chat completions (and other POSTs) against one OpenAI-compatible endpoint.
 
-    ``base_url`` is the URL the OpenAI paths hang off (``.../v1``, or
-    ``<gateway>/openai/v1`` for TensorZero). ``http_client`` (an
-    ``httpx.AsyncClient``) lets unit tests inject a transport; otherwise the
-    client is an ``httpx.AsyncClient`` over :class:`~pytest_agentgym.transport.keepalive.KeepAliveTransport`. Use as ``async with EndpointClient(...) as client``,
-    or call :meth:`aclose`.
-    """
+    ``base_url`` is the URL the OpenAI paths hang off (``.../v1``, or ``<gateway>/openai/v1``
+    for TensorZero). ``http_client`` (an ``httpx.AsyncClient``) lets unit tests inject a
+    transport; otherwise the client is an ``httpx.AsyncClient`` over :class:`~pytest_agentgym.
+    transport.keepalive.KeepAliveTransport`. Use as ``async with EndpointClient(...)``, or call :meth:`aclose`."""
 
     def __init__(
         self,
@@ -134,9 +137,10 @@ class EndpointClient:
         self._http = http_client
         self._api_key = _Secret(read_api_key(api_key_env))
         self._sdk_client: Any = None
-        #: The direct route for chat calls to a plain http:// endpoint (see _post); None
+        #: The direct route for calls to a plain http:// endpoint (see _post); None
         #: sends them through the SDK (https://, a query in the URL, an injected client).
         self._route = _direct_route(lean, self.base_url, self._api_key)
+        self._lean, self._root_route = lean, None  # the route to root_url, made on first use
 
     @property
     def _sdk(self) -> Any:
@@ -189,13 +193,33 @@ class EndpointClient:
         call, e.g. with what is left of an episode's time. Raises a
         :class:`ModelError` subclass on failure.
         """
-        timed_out, unreachable, refused = self._failures()
-        turn_budget = budget if budget is not None else self._default_budget()
         # The request body, prepared once: a plain dict that the SDK's lower-level
         # post() serialises as it is. chat.completions.create() would walk it through
         # its TypedDict transform (async_maybe_transform) on every call, at a cost
         # that grows with the conversation (a quarter millisecond per message).
         body = {"model": self.model, "messages": list(messages), **self._params(sampling or self.sampling)}
+        return await self._call(CHAT_PATH, body, budget, self._reply)
+
+    async def post_json(self, path: str, body: dict[str, Any], *, budget: float | None = None,
+                        at_root: bool = False) -> tuple[dict[str, Any], CallRecord]:
+        """POST ``body`` to ``path`` under the base URL (``at_root``: under the server's root,
+        :attr:`root_url`, as vLLM's ``/tokenize``), with the retries, budget and errors of
+        :meth:`chat`; the answer's JSON object and the call's record. A 2xx answer that is
+        not a JSON object is :class:`EndpointBadResponse`."""
+        return await self._call(path, body, budget, self._json_object, at_root=at_root)
+
+    @property
+    def root_url(self) -> str:
+        """The server's root: the base URL without its query and its trailing ``/v1``."""
+        base = self.base_url.partition("?")[0]
+        return base[:-3] if base.endswith("/v1") else base
+
+    async def _call(self, path: str, body: dict[str, Any], budget: float | None,
+                    read: Callable[[Any, _Attempts], _T], *, at_root: bool = False) -> _T:
+        """One POST inside a turn budget, retried as the module's docstring says; ``read``
+        turns the 2xx answer into the result."""
+        timed_out, unreachable, refused = self._failures()
+        turn_budget = budget if budget is not None else self._default_budget()
         state = _Attempts(started=time.monotonic())
         deadline = state.started + turn_budget
 
@@ -207,7 +231,7 @@ class EndpointClient:
             call_timeout = min(self.request_timeout, remaining)
             state.count += 1
             try:
-                response = await self._post(body, call_timeout)
+                response = await self._post(path, body, call_timeout, at_root)
             except timed_out:
                 limit = ("the per-turn budget" if call_timeout < self.request_timeout
                          else "the request timeout")
@@ -235,7 +259,7 @@ class EndpointClient:
                 else:
                     raise self._rejected(exc, state) from None
             else:
-                return self._reply(response, state)
+                return read(response, state)
 
             # a retryable failure: retry, or give up with EndpointDown / EndpointTimeout
             retry_number = len(state.reasons) + 1
@@ -280,20 +304,24 @@ class EndpointClient:
 
         return (openai.APITimeoutError,), (openai.APIConnectionError,), (openai.APIStatusError,)
 
-    async def _post(self, body: dict[str, Any], timeout: float) -> httpx.Response | RawAnswer:
-        """One chat completions request. Through the direct route when there is one:
+    async def _post(self, path: str, body: dict[str, Any], timeout: float,
+                    at_root: bool = False) -> httpx.Response | RawAnswer:
+        """One POST request. Through the direct route when there is one:
         the SDK's ``post()`` rebuilds URL, headers and options for every call, which
         cost more CPU than the exchange itself; the route sends the SDK's key, user agent
         and content headers with a body encoded here. A non-2xx answer is
         raised as :class:`StatusAnswer`, read as the SDK's ``APIStatusError`` is."""
         if self._route is None:
+            url = self.root_url + path if at_root else path  # the SDK keeps an absolute URL as it is
             try:
-                return await self._sdk.post(CHAT_PATH, cast_to=httpx.Response, body=body,
-                                            options={"timeout": timeout})
+                return await self._sdk.post(url, cast_to=httpx.Response, body=body, options={"timeout": timeout})
             except UnicodeEncodeError:  # the SDK cannot encode half a surrogate pair (a cut reply)
-                return await self._sdk.post(CHAT_PATH, cast_to=httpx.Response, body=_whole_characters(body),
+                return await self._sdk.post(url, cast_to=httpx.Response, body=_whole_characters(body),
                                             options={"timeout": timeout})
-        answer = await self._route.request("POST", CHAT_PATH, encode_json(body), timeout)
+        if at_root and self._root_route is None:
+            self._root_route = _direct_route(self._lean, self.root_url, self._api_key)
+        route = self._root_route if at_root else self._route
+        answer = await route.request("POST", path, encode_json(body), timeout)  # type: ignore[union-attr]
         if not 200 <= answer.status_code < 300:
             raise StatusAnswer(answer)
         return answer
@@ -312,36 +340,41 @@ class EndpointClient:
             status_code=status, server_message=text,
             url=self.base_url, model=self.model, record=state.record())
 
-    def _reply(self, response: httpx.Response | RawAnswer, state: _Attempts) -> ModelReply:
-        """Read a 2xx answer as a chat completion, or raise :class:`EndpointBadResponse`."""
+    def _bad(self, response: Any, state: _Attempts, problem: str) -> EndpointBadResponse:
+        kind = response.headers.get("content-type", "no content-type")
+        return EndpointBadResponse(
+            f"HTTP {response.status_code} ({kind}) {problem}: {one_line(response.text)[:200]!r}; "
+            "is this an OpenAI-compatible endpoint?", url=self.base_url, model=self.model, record=state.record())
 
-        def bad(problem: str) -> EndpointBadResponse:
-            kind = response.headers.get("content-type", "no content-type")
-            return EndpointBadResponse(
-                f"HTTP {response.status_code} ({kind}) {problem}: {one_line(response.text)[:200]!r}; "
-                "is this an OpenAI-compatible chat completions endpoint?",
-                url=self.base_url, model=self.model, record=state.record())
-
+    def _json_object(self, response: Any, state: _Attempts,
+                     other: str = "body is not a JSON object") -> tuple[dict[str, Any], CallRecord]:
+        """A 2xx answer's JSON object and the record, or :class:`EndpointBadResponse`."""
         try:
             body = json.loads(response.content)
         except ValueError:  # JSONDecodeError, UnicodeDecodeError
-            raise bad("body is not JSON") from None
-        choices = body.get("choices") if isinstance(body, dict) else None
+            raise self._bad(response, state, "body is not JSON") from None
+        if not isinstance(body, dict):
+            raise self._bad(response, state, other)
+        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        return body, state.record(_token(usage, "prompt_tokens"), _token(usage, "completion_tokens"))
+
+    def _reply(self, response: httpx.Response | RawAnswer, state: _Attempts) -> ModelReply:
+        """Read a 2xx answer as a chat completion, or raise :class:`EndpointBadResponse`."""
+        body, record = self._json_object(response, state, "answer has no choices")
+        choices = body.get("choices")
         if not isinstance(choices, list) or not choices:
-            raise bad("answer has no choices")
+            raise self._bad(response, state, "answer has no choices")
         choice = choices[0] if isinstance(choices[0], dict) else {}
         message = choice.get("message")
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(message, dict) or not isinstance(content, (str, type(None))):
-            raise bad("answer has no choices[0].message with text content")
-        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+            raise self._bad(response, state, "answer has no choices[0].message with text content")
         finish, model = choice.get("finish_reason"), body.get("model")
         return ModelReply(
-            text=content or "",
-            record=state.record(_token(usage, "prompt_tokens"), _token(usage, "completion_tokens")),
+            text=content or "", record=record,
             finish_reason=finish if isinstance(finish, str) else None,
             model=model if isinstance(model, str) else None,
-            token_data=_token_data(body, choice),
+            token_data=chat_token_data(body, choice),
         )
 
     @staticmethod
@@ -368,7 +401,6 @@ class _Secret:
 def _openai_version() -> str:
     """The installed ``openai``'s version, read without importing it."""
     from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("openai")
     except PackageNotFoundError:
@@ -405,19 +437,6 @@ def _cause_name(exc: BaseException) -> str:
         return type(exc).__name__
     cause = exc.__cause__ or exc.__context__
     return type(cause).__name__ if cause is not None else type(exc).__name__
-
-
-#: Per-token data an endpoint may send, passed through untouched: in the choice
-#: (``logprobs``; vLLM's ``token_ids``) and beside it (vLLM's ``prompt_token_ids``,
-#: ``prompt_logprobs``).
-TOKEN_DATA_KEYS = {"choice": ("logprobs", "token_ids"), "body": ("prompt_token_ids", "prompt_logprobs")}
-
-
-def _token_data(body: Mapping[str, Any], choice: Mapping[str, Any]) -> dict[str, Any] | None:
-    """What the answer holds of :data:`TOKEN_DATA_KEYS` (null values left out); None if nothing."""
-    data = {k: choice[k] for k in TOKEN_DATA_KEYS["choice"] if choice.get(k) is not None}
-    data.update((k, body[k]) for k in TOKEN_DATA_KEYS["body"] if body.get(k) is not None)
-    return data or None
 
 
 def _token(usage: Mapping[str, Any], key: str) -> int | None:

@@ -40,7 +40,7 @@ class ModelReply:
     finish_reason: str | None = None
     model: str | None = None
     #: The endpoint's per-token data for this reply, untouched (see
-    #: :data:`pytest_agentgym.model.client.TOKEN_DATA_KEYS`);
+    #: :data:`pytest_agentgym.model.token_data.TOKEN_DATA_KEYS`);
     #: None when it sent none.
     token_data: dict[str, Any] | None = None
 

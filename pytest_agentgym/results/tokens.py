@@ -252,6 +252,9 @@ class EpisodeTokens:
 
     view: TokenView
     rest: tuple[TurnTokens, ...] = ()
+    #: per turn, whether its prompt was sent as token ids (model/token_turns.py) rather than
+    #: through the chat route; None when the turns' data does not say (``token_in``)
+    token_in: tuple[bool, ...] | None = None
 
     @property
     def turn_count(self) -> int:
@@ -270,7 +273,8 @@ class EpisodeTokens:
         return self.rest[index - len(view.turns)]
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.view.to_dict(), "rest": [
+        token_in = None if self.token_in is None else list(self.token_in)
+        return {**self.view.to_dict(), "token_in": token_in, "rest": [
             {"prompt_ids": list(t.prompt_ids), "completion_ids": list(t.completion_ids),
              "logprobs": None if t.logprobs is None else list(t.logprobs)} for t in self.rest]}
 
@@ -284,7 +288,8 @@ class EpisodeTokens:
                          for t in data.get("rest") or ())
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ValueError(f"not a token view: its 'rest' is malformed ({exc})") from None
-        return cls(view, rest)
+        token_in = data.get("token_in")
+        return cls(view, rest, None if token_in is None else tuple(bool(t) for t in token_in))
 
 
 def episode_tokens(token_data: Sequence[Mapping[str, Any] | None]) -> EpisodeTokens | None:
@@ -295,4 +300,6 @@ def episode_tokens(token_data: Sequence[Mapping[str, Any] | None]) -> EpisodeTok
         return None
     covered = len(view.turns)
     rest = tuple(turn_tokens(data) for data in token_data[covered:])
-    return EpisodeTokens(view, rest)  # type: ignore[arg-type]  (every turn has ids: trajectory said so)
+    marks = [data.get("token_in") if data else None for data in token_data]
+    token_in = tuple(mark is True for mark in marks) if any(m is not None for m in marks) else None
+    return EpisodeTokens(view, rest, token_in)  # type: ignore[arg-type]  (every turn has ids: trajectory said so)

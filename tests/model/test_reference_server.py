@@ -106,7 +106,7 @@ def test_models_and_about_say_it_is_not_an_llm(agent):
 
 
 def test_unknown_paths_and_methods_get_openai_style_errors(agent):
-    missing = httpx.get(agent.url + "/v1/completions", timeout=5)
+    missing = httpx.get(agent.url + "/v1/embeddings", timeout=5)
     assert missing.status_code == 404
     assert "POST /v1/chat/completions" in missing.json()["error"]["message"]
     wrong = httpx.get(agent.url + "/v1/chat/completions", timeout=5)

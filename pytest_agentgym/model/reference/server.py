@@ -12,6 +12,12 @@ Endpoints:
   over a request for ``reference``). A conversation no
   policy recognises gets HTTP 400 with an OpenAI-style error body, so misuse
   is loud; so does a streaming request or ``n`` other than 1.
+* ``POST /tokenize`` and ``POST /v1/completions`` with a token-id prompt, in vLLM's
+  shapes (tokens.py): ``/tokenize`` renders a conversation (or a text) in the byte-level
+  ids; ``/v1/completions`` reads a prompt's ids back into its conversation and answers it
+  as the chat route would (the same policy, the same seeds), its ``max_tokens`` cutting the
+  reply's ids (``finish_reason: length``). So token-in turns (model/token_turns.py) are
+  tested end to end without a model.
 * ``GET /v1/models``: the models ``reference`` and ``random``.
 * ``GET /health``: ``{"status": "ok"}``.
 * ``GET /``: what this server is, which policies loaded and which did not.
@@ -56,7 +62,15 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from pytest_agentgym.model.reference.base import Message, Policy
-from pytest_agentgym.model.reference.tokens import token_fields
+from pytest_agentgym.model.reference.tokens import (
+    completion,
+    completion_logprobs,
+    decode,
+    encode,
+    parse,
+    render,
+    token_fields,
+)
 
 log = logging.getLogger("pytest_agentgym.reference_agent")
 
@@ -75,6 +89,8 @@ POLICY_MODULES = (
 EXTRA_POLICIES_ENV = "AGENTGYM_REFERENCE_POLICIES"
 
 MODELS = ("reference", "random")
+#: The context of this server's ``/tokenize`` answers; ``/v1/completions`` refuses a longer prompt.
+MAX_MODEL_LEN = 1 << 20
 OWNED_BY = "pytest-agentgym (scripted reference agent, not an LLM)"
 
 
@@ -172,7 +188,8 @@ class ReferenceAgentApp:
         self.loaded = policies if policies is not None else load_policies()
         self.created = int(time.time())
         self.routes = {("GET", "/"): self.about, ("GET", "/health"): self.health,
-                       ("GET", "/v1/models"): self.models, ("POST", "/v1/chat/completions"): self.chat}
+                       ("GET", "/v1/models"): self.models, ("POST", "/v1/chat/completions"): self.chat,
+                       ("POST", "/v1/completions"): self.completions, ("POST", "/tokenize"): self.tokenize}
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -228,12 +245,96 @@ class ReferenceAgentApp:
             for name in MODELS]})
 
     async def chat(self, raw: bytes) -> _Answer:
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            return _error(400, "the request body is not JSON")
-        if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
+        body = _json_object(raw)
+        if isinstance(body, _Answer):
+            return body
+        if not isinstance(body.get("messages"), list) or not body["messages"]:
             return _error(400, "'messages' must be a non-empty list of {role, content}", param="messages")
+        messages = [{"role": str(m.get("role", "")), "content": _content_text(m.get("content"))}
+                    for m in body["messages"] if isinstance(m, dict)]
+        played = await self._play(body, messages)
+        if isinstance(played, _Answer):
+            return played
+        text, model, chosen = played
+        prompt_tokens = sum(count_words(m["content"]) for m in messages)
+        completion_tokens = count_words(text)
+        beside, in_choice = token_fields(body, messages, text)
+        return _Answer(200, {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "system_fingerprint": f"reference-{chosen.name}",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                         "logprobs": None, "finish_reason": "stop", **in_choice}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+            **beside,
+        })
+
+    async def completions(self, raw: bytes) -> _Answer:
+        """vLLM's ``/v1/completions`` with a token-id prompt: the ids read back into the
+        conversation they render (tokens.py), answered by the policy as on the chat route;
+        ``max_tokens`` cuts the reply's ids (the chat route does not cut)."""
+        body = _json_object(raw)
+        if isinstance(body, _Answer):
+            return body
+        prompt = body.get("prompt")
+        if not isinstance(prompt, list) or not prompt or not all(type(t) is int for t in prompt):
+            return _error(400, "'prompt' must be a non-empty list of token ids: the reference agent "
+                               "takes token-id prompts only on /v1/completions", param="prompt")
+        messages = parse(prompt)
+        if messages is None:
+            return _error(400, "the prompt's ids are not a conversation in the reference agent's "
+                               "ChatML form, ending with the assistant's opening (POST /tokenize renders one)",
+                          param="prompt")
+        limit = body.get("max_tokens")
+        if len(prompt) + (limit if type(limit) is int else 1) > MAX_MODEL_LEN:
+            return _error(400, f"This model's maximum context length is {MAX_MODEL_LEN} tokens. However, "
+                               f"you requested {len(prompt)} tokens in the prompt.", param="prompt")
+        played = await self._play(body, messages)
+        if isinstance(played, _Answer):
+            return played
+        text, model, chosen = played
+        ids, finish = completion(text), "stop"
+        if type(limit) is int and 0 < limit < len(ids):
+            ids, finish = ids[:limit], "length"
+            text = decode(ids)
+        choice: dict[str, Any] = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish,
+                                  "stop_reason": None}
+        if type(body.get("logprobs")) is int:
+            choice["logprobs"] = completion_logprobs(ids, body["logprobs"],
+                                                     body.get("return_tokens_as_token_ids") is True)
+        if body.get("return_token_ids") is True:
+            choice.update(token_ids=ids, prompt_token_ids=prompt)
+        prompt_tokens = sum(count_words(m["content"]) for m in messages)
+        return _Answer(200, {
+            "id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()),
+            "model": model, "system_fingerprint": f"reference-{chosen.name}", "choices": [choice],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": count_words(text),
+                      "total_tokens": prompt_tokens + count_words(text)}})
+
+    async def tokenize(self, raw: bytes) -> _Answer:
+        """vLLM's ``/tokenize``: a conversation rendered (``add_generation_prompt``, default
+        true), or a plain ``prompt`` text, in this server's byte-level ids."""
+        body = _json_object(raw)
+        if isinstance(body, _Answer):
+            return body
+        if isinstance(body.get("messages"), list):
+            messages = [{"role": str(m.get("role", "")), "content": _content_text(m.get("content"))}
+                        for m in body["messages"] if isinstance(m, dict)]
+            tokens = render(messages, add_generation_prompt=body.get("add_generation_prompt", True) is not False)
+        elif isinstance(body.get("prompt"), str):
+            tokens = encode(body["prompt"])
+        else:
+            return _error(400, "send 'messages' (a list of {role, content}) or 'prompt' (text) to tokenize",
+                          param="messages")
+        return _Answer(200, {"count": len(tokens), "max_model_len": MAX_MODEL_LEN, "tokens": tokens})
+
+    async def _play(self, body: dict[str, Any],
+                    messages: list[dict[str, str]]) -> tuple[str, str, Policy] | _Answer:
+        """The policy's reply to ``messages`` (text, the model asked for, the policy), or the error
+        answer; the same on every route, drawn from the conversation and the seeds."""
         model = body.get("model") or self.policy
         if model not in MODELS:
             return _error(404, f"the model {model!r} does not exist here; this scripted reference "
@@ -243,8 +344,6 @@ class ReferenceAgentApp:
                           param="stream")
         if body.get("n", 1) != 1:
             return _error(400, "the reference agent gives exactly one choice; send n: 1", param="n")
-        messages = [{"role": str(m.get("role", "")), "content": _content_text(m.get("content"))}
-                    for m in body["messages"] if isinstance(m, dict)]
         chosen = self.loaded.find(messages)
         if chosen is None:
             names = ", ".join(p.name for p in self.loaded.policies) or "none loaded"
@@ -262,21 +361,16 @@ class ReferenceAgentApp:
                                f"{type(exc).__name__}: {exc}", kind="server_error", code="policy_failed")
         if self.latency_ms > 0:
             await asyncio.sleep(self.latency_ms / 1000.0)
-        prompt_tokens = sum(count_words(m["content"]) for m in messages)
-        completion_tokens = count_words(text)
-        beside, in_choice = token_fields(body, messages, text)
-        return _Answer(200, {
-            "id": f"chatcmpl-{uuid.uuid4().hex}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model,
-            "system_fingerprint": f"reference-{chosen.name}",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                         "logprobs": None, "finish_reason": "stop", **in_choice}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
-            **beside,
-        })
+        return text, model, chosen
+
+
+def _json_object(raw: bytes) -> dict[str, Any] | _Answer:
+    """The request's JSON object, or the error answer saying what it is instead."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return _error(400, "the request body is not JSON")
+    return body if isinstance(body, dict) else _error(400, "the request body must be a JSON object")
 
 
 def run(host: str = "127.0.0.1", port: int = 8100, policy: str = "reference",

@@ -17,6 +17,10 @@ model. The ids are not a language model's:
 * a logprob is a fixed function of the token and its position (never 0), so an
   alignment error shows.
 
+The server's ``/tokenize`` answers :func:`render` (with or without the generation
+prompt); its ``/v1/completions`` reads a token-id prompt back into messages with
+:func:`parse` and answers logprobs in that route's lists (:func:`completion_logprobs`).
+
 :func:`render` can also drop the reasoning (``<think>...</think>``) of earlier
 replies, as Qwen3's chat template does: the re-rendered history the token view
 must detect.
@@ -53,8 +57,10 @@ def decode(ids: Sequence[int]) -> str:
     return "".join(out)
 
 
-def render(messages: Sequence[Mapping[str, Any]], *, drop_reasoning: bool = False) -> list[int]:
-    """The prompt ids of ``messages``, ending with the assistant's opening."""
+def render(messages: Sequence[Mapping[str, Any]], *, drop_reasoning: bool = False,
+           add_generation_prompt: bool = True) -> list[int]:
+    """The prompt ids of ``messages``, ending with the assistant's opening (unless
+    ``add_generation_prompt`` is false)."""
     ids: list[int] = []
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
     for index, message in enumerate(messages):
@@ -65,9 +71,35 @@ def render(messages: Sequence[Mapping[str, Any]], *, drop_reasoning: bool = Fals
         ids.extend(encode(f"{message.get('role', '')}\n{content}"))
         ids.append(IM_END)
         ids.extend(encode("\n"))
-    ids.append(IM_START)
-    ids.extend(encode("assistant\n"))
+    if add_generation_prompt:
+        ids.append(IM_START)
+        ids.extend(encode("assistant\n"))
     return ids
+
+
+def parse(ids: Sequence[int]) -> list[dict[str, str]] | None:
+    """The messages of a prompt in :func:`render`'s form (ending with the assistant's
+    opening), read back from its ids; None when ``ids`` are not such a prompt."""
+    if not ids or ids[0] != IM_START:
+        return None
+    parts: list[list[int]] = []
+    for token in ids:
+        if token == IM_START:
+            parts.append([])
+        else:
+            parts[-1].append(token)
+    *whole, opening = parts
+    if opening != encode("assistant\n"):
+        return None
+    messages = []
+    for part in whole:
+        if part[-2:] != [IM_END, *encode("\n")] or IM_END in part[:-2]:
+            return None
+        role, newline, content = bytes(part[:-2]).decode("utf-8", "replace").partition("\n")
+        if not newline:
+            return None
+        messages.append({"role": role, "content": content})
+    return messages
 
 
 def completion(text: str) -> list[int]:
@@ -78,6 +110,15 @@ def completion(text: str) -> list[int]:
 def logprob(token: int, position: int) -> float:
     """The log probability given to ``token`` at ``position`` of a reply."""
     return -((token * 31 + position * 7) % 97 + 1) / 100.0
+
+
+def completion_logprobs(ids: Sequence[int], top: int, as_ids: bool) -> dict[str, Any]:
+    """``/v1/completions``'s logprobs of a reply's ``ids``, in vLLM's parallel lists."""
+    tokens = [f"token_id:{token}" if as_ids else decode([token]) for token in ids]
+    values = [logprob(token, position) for position, token in enumerate(ids)]
+    offsets = [sum(len(t) for t in tokens[:i]) for i in range(len(tokens))]
+    return {"tokens": tokens, "token_logprobs": values, "text_offset": offsets,
+            "top_logprobs": [{t: v} if top > 0 else None for t, v in zip(tokens, values)]}
 
 
 def token_fields(body: Mapping[str, Any], messages: Sequence[Mapping[str, Any]],
