@@ -74,6 +74,10 @@ def add_rollout_server_parser(sub: argparse._SubParsersAction) -> None:
                                "the endpoints on the key allow-list (default: none)")
     rollouts.add_argument("--base-url", default=None, metavar="URL",
                           help="model endpoint for batches that give no base_url (default: none, required)")
+    rollouts.add_argument("--checkpoint", default=None, metavar="PATH",
+                          help="launch vLLM on this checkpoint as the node's vllm endpoint and vllm: section say "
+                               "(as pytest's --agentgym-checkpoint), for batches that give no base_url; stopped "
+                               "with the service (default: none)")
     rollouts.add_argument("--allow-base-url", action="append", default=[], metavar="URL",
                           help="also send the API key to base URLs under this one (same scheme, host and port, "
                                "path below it; /v1 added as for a batch's base_url); repeatable. Without it the "
@@ -95,6 +99,7 @@ def add_rollout_server_parser(sub: argparse._SubParsersAction) -> None:
 def rollout_server_command(args: argparse.Namespace) -> int:
     from pytest_agentgym.results.ledger import LedgerError
     from pytest_agentgym.model.call_settings import read_api_key
+    from pytest_agentgym.model.vllm import LaunchError
     from pytest_agentgym.rollouts.access import KeyAllowList, binds_loopback_only, read_token
     from pytest_agentgym.rollouts.app import DEFAULT_MAX_REQUEST_BYTES, serve
     from pytest_agentgym.rollouts.node import NodeError, RolloutNode
@@ -106,6 +111,9 @@ def rollout_server_command(args: argparse.Namespace) -> int:
     try:
         if args.concurrency is not None and args.concurrency < 1:
             raise ValueError(f"--concurrency must be at least 1, got {args.concurrency}")
+        if args.checkpoint is not None and args.base_url is not None:
+            raise ValueError("--checkpoint and --base-url both name the endpoint of batches without base_url; "
+                             "give one (the launched vLLM's URL is printed at start-up)")
         if max_queued < 1:
             raise ValueError(f"--max-queued must be at least 1 (rollouts queued or playing at once), got {max_queued}")
         if max_bytes < 1024:
@@ -129,17 +137,33 @@ def rollout_server_command(args: argparse.Namespace) -> int:
         allowed = KeyAllowList.build(allowed=args.allow_base_url, base_url=args.base_url, node_urls=node.model_urls)
         service = RolloutService(node, reports=Path(args.reports), run_id=args.run_id,
                                  api_key_env=args.api_key_env, key_allow_list=allowed, max_queued=max_queued,
-                                 command="pytest-agentgym " + " ".join(sys.argv[1:]))
+                                 checkpoint=args.checkpoint, command="pytest-agentgym " + " ".join(sys.argv[1:]))
     except (NodeError, LedgerError, BadRollouts, ValueError) as exc:
         print(f"pytest-agentgym rollout-server: {exc}", file=sys.stderr)
         return 2
     if token is None and not binds_loopback_only(args.host):
         print(f"pytest-agentgym rollout-server: warning: serving {args.host} without authentication "
               f"(--allow-unauthenticated)", file=sys.stderr, flush=True)
-    for line in service.start():
+    try:
+        started = service.start()
+    except LaunchError as exc:  # the checkpoint's checks, or vLLM did not come up: run.json says so
+        print(f"pytest-agentgym rollout-server: {exc}", file=sys.stderr)
+        if getattr(exc, "detail", ""):
+            print(exc.detail, file=sys.stderr)
+        service.close()
+        return 2
+    except BaseException:
+        service.close()
+        raise
+    for line in started:
         print(line, flush=True)
+    default_base_url = args.base_url or (service.launched.base_url if service.launched else None)
     if args.api_key_env:
-        print(f"API key ({args.api_key_env}): the service {allowed.said()} (--allow-base-url adds more)", flush=True)
+        if service.launched is not None:  # its URL is known now; the key may go there as to --base-url
+            service.key_allow_list = KeyAllowList.build(allowed=args.allow_base_url, base_url=default_base_url,
+                                                        node_urls=node.model_urls)
+        print(f"API key ({args.api_key_env}): the service {service.key_allow_list.said()} (--allow-base-url adds "
+              f"more)", flush=True)
     host = f"[{args.host}]" if ":" in args.host else args.host
 
     def ready(port: int) -> None:  # the port accepts connections from here on
@@ -148,7 +172,7 @@ def rollout_server_command(args: argparse.Namespace) -> int:
               f"{', '.join(node.served())})", flush=True)
 
     try:
-        serve(service, host=args.host, port=args.port, default_base_url=args.base_url, auth_token=token,
+        serve(service, host=args.host, port=args.port, default_base_url=default_base_url, auth_token=token,
               max_request_bytes=max_bytes, log_level=args.log_level, on_ready=ready)
     except KeyboardInterrupt:  # SIGINT, raised again by uvicorn once it has shut down
         return 130

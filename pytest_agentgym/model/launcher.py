@@ -8,7 +8,9 @@ after the process ran raises :class:`LaunchFailed`: its message is one line
 and :attr:`LaunchFailed.detail` keeps the command and the log's last lines, so
 a run can show those once, at the end of its output, instead of in every episode.
 :func:`~pytest_agentgym.model.endpoints.choose_endpoint` calls it for the
-launched entries of the fallback chain. No pytest here.
+launched entries of the fallback chain (pytest's ``--agentgym-checkpoint``);
+:func:`launch_checkpoint` for a door that launches vLLM alone (the rollout
+service's ``--checkpoint``). No pytest here.
 
 A checkpoint is checked before vLLM is started
 (:func:`~pytest_agentgym.model.checkpoint.check_checkpoint`): a broken one fails in
@@ -33,7 +35,7 @@ from pytest_agentgym.model.vllm import MODEL_STOP_GRACE, LaunchError, VLLMServer
 from pytest_agentgym.process.managed import ManagedServer
 from pytest_agentgym.process.health import HEALTH_ENDPOINT, Advice, describe_exit
 
-__all__ = ["LaunchFailed", "REFERENCE_STARTUP_TIMEOUT", "launch"]
+__all__ = ["LaunchFailed", "REFERENCE_STARTUP_TIMEOUT", "launch", "launch_checkpoint"]
 
 #: how long a launched reference agent may take to answer /health
 REFERENCE_STARTUP_TIMEOUT = 60.0
@@ -173,3 +175,19 @@ def launch(config: EndpointConfig, settings: ModelSettings, log_dir: Path,
         resolved = replace(config, url=agent.url)
         return ChosenEndpoint(resolved, resolved.base_url, resolved.model or config.policy, process=agent)
     raise LaunchError(f"{config.where}: kind {config.kind} is attached to, not launched")
+
+
+def launch_checkpoint(settings: ModelSettings, checkpoint: str, log_dir: Path, *,
+                      where: str = "the node profile") -> ChosenEndpoint:
+    """vLLM on ``checkpoint`` as the profile's first ``vllm`` endpoint without a URL
+    describes it (its served name, the ``vllm:`` section), checked and started by
+    :func:`launch` as ``--agentgym-checkpoint`` does, without the rest of the chain:
+    a door that serves this checkpoint has no fallback. Raises :class:`LaunchError`."""
+    settings = settings.with_checkpoint(checkpoint)
+    config = next((e for e in settings.endpoints if e.kind == "vllm" and e.launched), None)
+    if config is None:
+        kinds = ", ".join(e.kind + (" (with a url)" if e.url else "") for e in settings.endpoints)
+        raise LaunchError(f"{where} has no vllm endpoint to launch on {checkpoint} (its model.endpoints: {kinds}); "
+                          f"use a profile with one, e.g. --node cpu or --node gpu, or add "
+                          f"{{kind: vllm, model: policy}} to its model.endpoints")
+    return launch(config, settings, log_dir)

@@ -47,6 +47,7 @@ from pytest_agentgym.results.ledger import RunLedger, final_status, git_commit
 from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo, RunInfo
 from pytest_agentgym.rollouts.access import KeyAllowList
 from pytest_agentgym.rollouts.answer import rollout_answer, without_token_data
+from pytest_agentgym.rollouts.launched import OwnedVLLM
 from pytest_agentgym.rollouts.node import RolloutNode
 from pytest_agentgym.run import factory
 from pytest_agentgym.run.requests import build
@@ -108,7 +109,7 @@ class Pending:
 class RolloutService:
     def __init__(self, node: RolloutNode, *, reports: Path, run_id: str | None = None,
                  api_key_env: str | None = None, key_allow_list: KeyAllowList | None = None,
-                 max_queued: int = DEFAULT_MAX_QUEUED,
+                 max_queued: int = DEFAULT_MAX_QUEUED, checkpoint: str | None = None,
                  command: str = "pytest-agentgym rollout-server") -> None:
         if isinstance(max_queued, bool) or not isinstance(max_queued, int) or max_queued < 1:
             raise ValueError(f"--max-queued must be a whole number >= 1, got {max_queued!r}")
@@ -129,6 +130,8 @@ class RolloutService:
         # LedgerError when the id is taken or its directory is in use
         self.ledger = RunLedger.new(Path(reports).resolve(), self.run_id, run_id_flag="--run-id")
         self.command = command
+        #: vLLM on ``checkpoint`` (--checkpoint): launched by start(), stopped by close()
+        self.launched = OwnedVLLM(node, checkpoint) if checkpoint is not None else None
         #: env -> the URLs of its servers, replica 0 first
         self.env_urls: dict[str, tuple[str, ...]] = {}
         self.env_errors: dict[str, ErrorInfo] = {}
@@ -153,7 +156,8 @@ class RolloutService:
     # -- start and stop -----------------------------------------------------------------
 
     def start(self) -> list[str]:
-        """Write run.json (status running) and connect to NATS when the node publishes;
+        """Write run.json (status running), launch vLLM on the checkpoint (raises its
+        LaunchError, noted in run.json) and connect to NATS when the node publishes;
         returns lines worth printing."""
         from pytest_agentgym import __version__
         from pytest_agentgym.results.store import point_latest
@@ -162,14 +166,17 @@ class RolloutService:
         info = RunInfo(
             run_id=self.run_id, started_at=_now(), node=self.node.name, model="per batch",
             endpoint="per batch", endpoint_kind="openai", environments=tuple(self.node.served()),
-            command=self.command, settings={"node_file": str(self.node.file), "concurrency": self.node.concurrency,
-                                            "servers_mode": self.node.servers_mode, "nats": self.node.nats},
+            command=self.command, checkpoint=self.launched and self.launched.checkpoint,
+            settings={"node_file": str(self.node.file), "concurrency": self.node.concurrency,
+                      "servers_mode": self.node.servers_mode, "nats": self.node.nats},
             versions={"pytest-agentgym": __version__}, git_commit=git_commit(),
             notes=("rollout service: each batch names its model endpoint; repeats count the rollouts "
                    "of each task",))
         self.ledger.begin(info)
         point_latest(self.run_dir.parent, self.run_id)
         lines = [f"run directory: {self.run_dir}"]
+        if self.launched is not None:
+            lines += self.launched.start(self.ledger)
         if self.node.nats:
             from pytest_agentgym.results.events import field_status
             from pytest_agentgym.publish.publisher import EventPublisher
@@ -228,6 +235,8 @@ class RolloutService:
         with self._env_lock:  # no server is being started meanwhile
             if self._pool is not None:
                 self._pool.stop_all()
+        if self.launched is not None:
+            self.launched.close()  # vLLM on --checkpoint, after the engines that used it
         self.ledger.close_log()
         self.ledger.release()
 
