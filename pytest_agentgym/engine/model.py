@@ -52,13 +52,14 @@ class ModelAdapter:
 
     async def complete(self, messages: Sequence[dict[str, str]], *, budget_s: float,
                        sampling: dict[str, Any], previous: Completion | None = None) -> Completion:
-        """The next reply. When the episode asked for token ids (``return_token_ids``, and not
-        ``token_in: false``), the turn goes through model/token_turns.py: after ``previous``
-        (the episode's last Completion, when ``messages`` extend it), as token ids where the
-        endpoint takes them."""
+        """The next reply. When the episode asked for token ids (``return_token_ids``), the
+        turn goes through model/token_turns.py: after ``previous`` (the episode's last
+        Completion, when ``messages`` extend it), as token ids where the endpoint takes them
+        (not with ``token_in: false``); its token data says which way it went."""
         chosen = self._sampling(sampling)
-        if chosen.return_token_ids and chosen.token_in is not False:
-            reply = await self._turns.turn(messages, previous, chosen, budget_s)
+        if chosen.return_token_ids:  # token_in: false keeps it on chat, still saying so per turn
+            after = previous if chosen.token_in is not False else None
+            reply = await self._turns.turn(messages, after, chosen, budget_s)
         else:
             reply = await self._client.chat(messages, sampling=chosen, budget=budget_s)
         return self._completion(reply.text, reply.latency_s, reply.prompt_tokens, reply.completion_tokens,

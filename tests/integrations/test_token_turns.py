@@ -146,7 +146,8 @@ def test_token_in_false_keeps_every_turn_on_chat(played):
     rollouts, routes = played["switched_off"]
     assert routes == {"/v1/chat/completions": rollouts[0]["rounds"], "/v1/completions": 0, "/tokenize": 0}
     tokens = rollouts[0]["tokens"]
-    assert tokens["token_in"] is None and tokens["rerendered"] is None  # the reference renders as sampled
+    assert tokens["token_in"] == [False] * rollouts[0]["rounds"]
+    assert tokens["rerendered"] is None  # the reference renders history as sampled
     assert rollouts[0]["sampling"]["token_in"] is False
 
 

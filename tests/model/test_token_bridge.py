@@ -274,6 +274,6 @@ def test_the_switch_keeps_every_turn_on_chat():
             await client.aclose()
     completion = asyncio.run(go())
     assert endpoint.paths() == ["/v1/chat/completions"] and "token_in" not in endpoint.seen[0][1]
-    assert "token_in" not in completion.token_data  # the plain chat path: the data as sent
+    assert completion.token_data["token_in"] is False
     with pytest.raises(ValueError, match="sampling.token_in must be true or false"):
         Sampling.from_mapping({"token_in": "no"}, where="sampling")
