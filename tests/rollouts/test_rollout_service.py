@@ -111,7 +111,8 @@ def test_logprobs_and_token_ids_are_passed_through_untouched(stack):
             reply = messages[3 + 2 * turn]["content"]
             assert shown in sent  # the conversation is exactly what the endpoint saw
             made = token_data_for(reply, shown, logprobs=True, top=2, token_ids=True)
-            assert data == {**made["choice"], **made["body"]}
+            # the endpoint's fields, and the route the turn took (this endpoint has no /tokenize)
+            assert data == {**made["choice"], **made["body"], "token_in": False}
             assert len(data["logprobs"]["content"][0]["top_logprobs"]) == 2
     # the run directory keeps the rollouts without their per-token data
     kept = [r for r in read_episodes(run_dir) if r["model"] == MODEL]
