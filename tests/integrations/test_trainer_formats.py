@@ -7,7 +7,8 @@ a byte-level tokenizer's (pytest_agentgym/model/reference/tokens.py), so every i
 adapters hand out is checked against the conversation's text, rendered here on its own:
 the decoded replies are the assistant messages, the mask is 1 exactly on them, the
 logprobs are the reference's for those tokens. The refusals are checked on hand-built
-answers (a failed rollout, one without ids, one whose endpoint re-rendered history)."""
+answers (a failed rollout, one without ids, one whose endpoint re-rendered history). verl's
+shapes are checked in test_trainers_verl.py."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import logging
 
 import pytest
 from helpers.hand_rollouts import hand_rollout
-from helpers.rollout_services import post, reference_agent, rollout_server
+from helpers.trainer_batches import answered
 
 from pytest_agentgym.integrations import trainers
 from pytest_agentgym.model.reference import tokens as ref
@@ -29,26 +30,15 @@ def answers(tmp_path_factory):
     """The rollouts of three batches from real processes: TextCraft (the reference policy,
     ids 0-2, n=2), Maze (the random policy: many turns, max_rounds), and TextCraft asked
     for ids without logprobs."""
-    base = tmp_path_factory.mktemp("trainer-formats")
-    agent = reference_agent(base)
-    service = rollout_server(base / "service", "--node", "local", "--concurrency", "4")
-    try:
-        found = {}
-        for name, body in {
-            "textcraft": {"env": "textcraft", "model": "reference", "ids": [0, 1, 2], "n": 2, "max_round": 8,
-                          "sampling": ASK},
-            "maze": {"env": "maze", "model": "random", "ids": [0, 3], "n": 2, "seed": 7, "max_round": 5,
-                     "sampling": ASK},
-            "ids_only": {"env": "textcraft", "model": "reference", "ids": [4], "max_round": 8,
-                         "sampling": {"return_token_ids": True}},
-        }.items():
-            answer = post(service, {**body, "base_url": agent.url})
-            assert answer.status_code == 200, answer.text
-            found[name] = answer.json()["rollouts"]
+    with answered(tmp_path_factory.mktemp("trainer-formats"), {
+        "textcraft": {"env": "textcraft", "model": "reference", "ids": [0, 1, 2], "n": 2, "max_round": 8,
+                      "sampling": ASK},
+        "maze": {"env": "maze", "model": "random", "ids": [0, 3], "n": 2, "seed": 7, "max_round": 5,
+                 "sampling": ASK},
+        "ids_only": {"env": "textcraft", "model": "reference", "ids": [4], "max_round": 8,
+                     "sampling": {"return_token_ids": True}},
+    }) as found:
         yield found
-    finally:
-        service.stop()
-        agent.stop()
 
 
 @pytest.fixture(scope="module")
@@ -177,54 +167,6 @@ def test_verifiers_steps_are_one_sample_per_turn(rollouts):
         assert tokens["completion_logprobs"] == [ref.logprob(t, i) for i, t in enumerate(tokens["completion_ids"])]
         assert step["reward"] == rollout["reward"] and step["extras"]["turn_reward"] == rollout["turn_rewards"][k]
         assert step["trajectory_id"] == rollout["episode_id"] and step["advantage"] is None
-
-
-def test_verl_batch_is_padded_as_verl_pads_it(rollouts):
-    out = trainers.for_verl(rollouts, pad_token_id=ref.IM_END)
-    longest_prompt = max(len(_expected(r)[0]) for r in rollouts)
-    longest_response = max(len(_expected(r)[1]) for r in rollouts)
-    assert set(out) == {"prompts", "responses", "response_mask", "input_ids", "attention_mask", "position_ids",
-                        "rm_scores", "rollout_log_probs", "uid", "num_turns"}
-    for i, rollout in enumerate(rollouts):
-        prompt, completion, mask, logprobs = _expected(rollout)
-        left, right = longest_prompt - len(prompt), longest_response - len(completion)
-        assert out["prompts"][i] == [ref.IM_END] * left + prompt  # left-padded
-        assert out["responses"][i] == completion + [ref.IM_END] * right  # right-padded
-        assert out["response_mask"][i] == mask + [0] * right
-        assert out["input_ids"][i] == out["prompts"][i] + out["responses"][i]
-        assert out["attention_mask"][i] == [0] * left + [1] * (len(prompt) + len(completion)) + [0] * right
-        # verl's compute_position_id_with_mask: 0 on the left padding, the last position on the right
-        real = len(prompt) + len(completion)
-        assert out["position_ids"][i] == [0] * left + list(range(real)) + [real - 1] * right
-        assert out["rollout_log_probs"][i] == [0.0 if v is None else v for v in logprobs] + [0.0] * right
-        # the reward sits on the last real response token, as verl's agent loop puts it
-        scores = out["rm_scores"][i]
-        assert scores[len(completion) - 1] == rollout["reward"] and sum(scores) == rollout["reward"]
-        assert out["num_turns"][i] == len(rollout["messages"])
-    # GRPO groups by uid: the n samples of one id in one batch
-    assert len(set(out["uid"])) == 5 and all(out["uid"].count(u) == 2 for u in out["uid"])
-
-
-def test_verl_turn_scores_and_lengths(rollouts):
-    maze = rollouts[-1]
-    out = trainers.for_verl([maze], pad_token_id=0, turn_scores=True)
-    ends = [b - 1 for _, b in _spans(out["response_mask"][0])]
-    assert [out["rm_scores"][0][e] for e in ends] == maze["turn_rewards"]
-    assert sum(out["rm_scores"][0]) == sum(maze["turn_rewards"])
-
-    size = len(_expected(maze)[1])
-    with pytest.raises(ValueError, match=rf"has {size} response tokens, over response_length 100: raise "
-                                         "response_length, lower max_round, or pass truncate=True"):
-        trainers.for_verl([maze], pad_token_id=0, response_length=100)
-    cut = trainers.for_verl([maze], pad_token_id=0, response_length=100, truncate=True)
-    assert cut["responses"][0] == _expected(maze)[1][:100] and cut["rm_scores"][0][99] == maze["reward"]
-    with pytest.raises(ValueError, match=r"over prompt_length 10: raise prompt_length"):
-        trainers.for_verl([maze], pad_token_id=0, prompt_length=10)
-
-    loop = trainers.verl_agent_loop_outputs([maze])[0]
-    assert loop["prompt_ids"] + loop["response_ids"] == out["input_ids"][0][:len(loop["prompt_ids"]) + size]
-    assert loop["response_mask"] == _expected(maze)[2] and loop["reward_score"] == maze["reward"]
-    assert loop["extra_fields"]["uid"] == out["uid"][0]
 
 
 def test_per_turn_prompts_are_the_conversation_so_far(rollouts):
