@@ -15,8 +15,13 @@ view of every rollout, by a script that runs under the vLLM venv's python (this
 process has no transformers) and loads the checkpoint's own tokenizer:
 
 * the first prompt's ids are ``apply_chat_template(opening messages,
-  add_generation_prompt=True)`` and, for every turn, the endpoint's prompt ids are
-  the template applied to the conversation so far;
+  add_generation_prompt=True)`` and, for every turn through the chat route, the
+  endpoint's prompt ids are the template applied to the conversation so far; a turn
+  sent as token ids (``token_in``, pytest_agentgym/model/token_turns.py) has the previous
+  turn's prompt, the ids sampled for its reply, the template's close of an assistant
+  message less what was sampled of it, and the next message as the template renders it
+  (counted where the template applied to the text would have given other ids), and a
+  rollout whose turns after the first all went so is never re-rendered;
 * each policy span of the view holds exactly the ids vLLM sampled for that turn,
   and ``decode(span, skip_special_tokens=True)`` is the assistant message the
   rollout records for it. The span ends with ``<|im_end|>`` when the model
@@ -99,7 +104,8 @@ eos = tok.eos_token_id
 problems, seen = [], {"eos_in_token_ids": 0, "length_cut_turns": 0, "turns": 0,
                       "entry_token_mismatch": 0, "entry_token_checked": 0, "retokenizes_differently": 0,
                       "covered_turns": 0, "sampled_tokens": 0, "special_in_reply": 0,
-                      "partial_character_dropped": 0, "ids_outside_tokenizer": 0}
+                      "partial_character_dropped": 0, "ids_outside_tokenizer": 0, "token_in_turns": 0,
+                      "template_would_differ": 0}
 
 
 def _byte_of_char():
@@ -136,6 +142,28 @@ def render(messages, generation):
     return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
 
 
+def _close():
+    """The template's ids after an assistant message's content (``<|im_end|>\\n`` for ChatML)."""
+    rendered = render([{"role": "user", "content": "x"}, {"role": "assistant", "content": "PLACEHOLDER"}], False)
+    mine = tok("PLACEHOLDER", add_special_tokens=False)["input_ids"]
+    at = max(i for i in range(len(rendered) - len(mine) + 1) if rendered[i:i + len(mine)] == mine)
+    return rendered[at + len(mine):]
+
+
+CLOSE = _close()
+
+
+def environment(before, new):
+    """The ids the template adds for ``new`` after ``before`` (which ends with a reply), with
+    the generation prompt; after a stand-in conversation when the template renders ``before``
+    differently once more follows."""
+    for conversation in (before, [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]):
+        ended, asked = render(conversation, False), render(conversation + new, True)
+        if asked[:len(ended)] == ended:
+            return asked[len(ended):]
+    return None
+
+
 for r in rollouts:
     name = f"rollout id {r['id']} sample {r['sample']}"
     def bad(what):
@@ -157,8 +185,22 @@ for r in rollouts:
     if view["prompt_ids"] != first:
         bad(f"prompt_ids ({len(view['prompt_ids'])}) != apply_chat_template(opening) ({len(first)})")
     for k in range(rounds):
-        if data[k]["prompt_token_ids"] != render(messages[:start + 2 * k], True):
-            bad(f"turn {k}: prompt_token_ids != apply_chat_template(conversation so far)")
+        templated = render(messages[:start + 2 * k], True)
+        if not data[k].get("token_in"):
+            if data[k]["prompt_token_ids"] != templated:
+                bad(f"turn {k}: prompt_token_ids != apply_chat_template(conversation so far)")
+            continue
+        # a turn sent as token ids: the previous prompt, the ids sampled, the close's unsampled
+        # rest, the environment's message as the template renders it
+        seen["token_in_turns"] += 1
+        last = data[k - 1]
+        rest = CLOSE[1:] if last["token_ids"][-1:] == CLOSE[:1] else CLOSE
+        env = environment(messages[:start + 2 * k - 1], messages[start + 2 * k - 1:start + 2 * k])
+        bridged = None if env is None else last["prompt_token_ids"] + last["token_ids"] + rest + env
+        if k == 0 or data[k]["prompt_token_ids"] != bridged:
+            bad(f"turn {k}: sent as token ids, but not as the previous prompt + sampled ids + close + environment")
+        if data[k]["prompt_token_ids"] != templated:
+            seen["template_would_differ"] += 1
     # per turn: what vLLM sent, decoded
     for k, d in enumerate(data):
         seen["turns"] += 1
@@ -180,10 +222,12 @@ for r in rollouts:
             if before:
                 continue
             seen["entry_token_checked"] += 1
-            if e.get("bytes") != list(mine):
+            # /v1/completions sends no bytes: its entry's text, then
+            written = e["bytes"] if e.get("bytes") is not None else list(str(e.get("token")).encode())
+            if written != list(mine):
                 seen["entry_token_mismatch"] += 1
                 if seen["entry_token_mismatch"] <= 5:
-                    bad(f"turn {k} token {i}: logprob entry {e.get('token')!r} has bytes {e.get('bytes')} "
+                    bad(f"turn {k} token {i}: logprob entry {e.get('token')!r} has bytes {written} "
                         f"but id {t} is {token_bytes(t)!r}")
         if ids and ids[-1] == eos:
             seen["eos_in_token_ids"] += 1
@@ -232,6 +276,8 @@ for r in rollouts:
         bad("logprobs are not None exactly off the spans")
     seen["sampled_tokens"] += sum(len(d["token_ids"]) for d in data)
     mark = view["rerendered"]
+    if mark is not None and all(d.get("token_in") for d in data[1:]):
+        bad(f"re-rendered at turn {mark['turn']} although every turn after the first went as token ids")
     if mark is None:
         if covered != rounds or view["rest"]:
             bad(f"a complete view covers {covered} of {rounds} turns")
@@ -317,6 +363,8 @@ def summary(name: str, rollouts: list, result: dict, startup: float, wall: float
              f"{seen['ids_outside_tokenizer']}",
              f"  logprob entries whose bytes were checked against their id's {seen['entry_token_checked']}, "
              f"mismatches {seen['entry_token_mismatch']}",
+             f"  turns sent as token ids {seen['token_in_turns']}, of which the chat template would have "
+             f"rendered other ids {seen['template_would_differ']}",
              f"  re-rendered {len(marks)} of {len(rollouts)} (at turn: "
              f"{dict(sorted(Counter(m['turn'] for m in marks).items()))}):"]
     lines += [f"    {count} x {reason}" for reason, count in sorted(groups.items(), key=lambda kv: -kv[1])]
