@@ -140,35 +140,6 @@ def test_trl_logprobs_are_none_when_the_batch_asked_only_for_ids(answers):
         trainers.for_trl(answers["textcraft"][:1] + answers["ids_only"])
 
 
-def test_verifiers_processed_outputs(rollouts):
-    out = trainers.for_verifiers(rollouts)
-    assert set(out) == {"prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "completion_logprobs",
-                        "rewards", "is_truncated"}
-    for i, rollout in enumerate(rollouts):
-        prompt, completion, mask, logprobs = _expected(rollout)
-        assert out["prompt_ids"][i] == prompt and out["prompt_mask"][i] == [0] * len(prompt)
-        assert out["completion_ids"][i] == completion and out["completion_mask"][i] == mask
-        assert out["completion_logprobs"][i] == [0.0 if v is None else v for v in logprobs]
-    assert out["rewards"] == [r["reward"] for r in rollouts]
-    assert out["is_truncated"] == [False] * len(rollouts)  # none outgrew the context
-
-
-def test_verifiers_steps_are_one_sample_per_turn(rollouts):
-    rollout = rollouts[-1]  # Maze, five turns
-    steps = trainers.verifiers_steps(rollout)
-    assert len(steps) == rollout["rounds"] == 5
-    for k, step in enumerate(steps):
-        tokens = step["tokens"]
-        assert set(tokens) == {"prompt_ids", "prompt_mask", "completion_ids", "completion_mask",
-                               "completion_logprobs", "overlong_prompt", "is_truncated"}
-        assert tokens["prompt_ids"] == ref.render(step["prompt"])
-        assert ref.decode(tokens["completion_ids"]) == step["completion"][0]["content"] + "<|im_end|>"
-        assert tokens["completion_mask"] == [1] * len(tokens["completion_ids"])
-        assert tokens["completion_logprobs"] == [ref.logprob(t, i) for i, t in enumerate(tokens["completion_ids"])]
-        assert step["reward"] == rollout["reward"] and step["extras"]["turn_reward"] == rollout["turn_rewards"][k]
-        assert step["trajectory_id"] == rollout["episode_id"] and step["advantage"] is None
-
-
 def test_per_turn_prompts_are_the_conversation_so_far(rollouts):
     samples = trainers.per_turn_samples(rollouts)
     assert len(samples) == sum(r["rounds"] for r in rollouts)
@@ -219,7 +190,7 @@ def test_a_failed_rollout_is_refused_by_name_or_skipped_with_its_group(rollouts,
     with caplog.at_level(logging.WARNING, logger="pytest_agentgym.integrations.trainers"):
         out = trainers.for_verifiers(batch, skip=True)
     # the failed rollout and its group's other sample are left out; id 1's group is whole
-    assert len(out["rewards"]) == 2 and out["prompt_ids"] == [_expected(r)[0] for r in rollouts[2:4]]
+    assert [e["id"] for e in out] == [r["episode_id"] for r in rollouts[2:4]]
     assert sum("left out" in m for m in caplog.messages) == 2
     found = trainers.usable(batch)
     assert [r["sample"] for r in found.kept] == [0, 1] and [r["id"] for r in found.kept] == [1, 1]
@@ -230,11 +201,11 @@ def test_a_rollout_without_token_ids_says_how_to_ask_for_them(rollouts):
     plain = copy.deepcopy(rollouts[0])
     plain["tokens"] = None
     for adapter in (trainers.for_trl, trainers.for_verifiers, trainers.per_turn_samples, trainers.per_turn,
-                    trainers.verifiers_steps):
+                    trainers.verifiers_trace):
         with pytest.raises(ValueError, match=r"rollout id 0, sample 0, .* has no token ids \('tokens' is null\): "
                                              r'post the batch with "sampling": \{"return_token_ids": true, '
                                              r'"logprobs": true\}'):
-            adapter([plain] if adapter not in (trainers.per_turn, trainers.verifiers_steps) else plain)
+            adapter([plain] if adapter not in (trainers.per_turn, trainers.verifiers_trace) else plain)
     assert trainers.per_turn_samples([plain, *rollouts[2:4]], skip=True)[0]["task_id"] == 1
 
 
@@ -255,8 +226,8 @@ def test_a_rerendered_rollout_is_refused_as_one_trajectory_and_works_per_turn(ro
     expected = (r"rollout id 9, sample 0, batch hand:b1, episode hand:9:0 cannot be one trajectory: the endpoint "
                 r"re-rendered the history at turn 1 \(turn 1's prompt renders turn 0's reply differently .*\); "
                 r"use the per-turn form \(per_turn_samples\) for it, leave its group out \(skip=True\)")
-    for adapter in (lambda r: trainers.for_trl(r, rerendered="raise"), trainers.for_verifiers,
-                    trainers.verl_agent_loop_outputs, lambda r: trainers.for_verl(r, pad_token_id=0)):
+    for adapter in (lambda r: trainers.for_trl(r, rerendered="raise"), trainers.verl_agent_loop_outputs,
+                    lambda r: trainers.for_verl(r, pad_token_id=0)):
         with pytest.raises(ValueError, match=expected):
             adapter([*rollouts[:2], odd])
     kept = trainers.for_verl([*rollouts[:2], odd], pad_token_id=0, skip=True)
@@ -271,7 +242,8 @@ def test_a_rerendered_rollout_is_refused_as_one_trajectory_and_works_per_turn(ro
         assert sample["turn_reward"] == odd["turn_rewards"][k]
     assert "<think>" in samples[0]["completion_message"]["content"]
     assert "<think>" not in ref.decode(samples[2]["prompt_ids"])
-    assert len(trainers.verifiers_steps(odd)) == 3
+    # verifiers 0.4 takes it whole: each rendering is a branch of its trace (test_trainers_verifiers.py)
+    assert [n["sampled"] for n in trainers.verifiers_trace(odd)["nodes"]].count(True) == 3
 
 
 def test_per_turn_takes_each_turns_conversation_from_turn_prompts_when_the_server_rewrote_it():

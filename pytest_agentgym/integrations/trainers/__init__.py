@@ -12,13 +12,16 @@ Two forms:
 * the **trajectory** form, one sample per rollout: the first turn's prompt, then every
   later token (the policy's, and between turns the environment's), a mask that is 1
   exactly on the tokens the policy sampled, and the logprobs aligned with it.
-  :func:`for_trl`, :func:`for_verifiers` and :func:`for_verl` give it. A rollout whose
+  :func:`for_trl` and :func:`for_verl` give it. A rollout whose
   endpoint re-rendered earlier turns (``tokens.rerendered``) has no such sample: its
   later turns do not extend the earlier ones, so these functions refuse it.
 * the **per-turn** form, one sample per policy turn: the prompt the endpoint rendered for
   that turn (the conversation so far, in messages and in ids), that turn's reply and its
-  logprobs, its reward and the rollout's. :func:`per_turn`, :func:`per_turn_samples` and
-  :func:`verifiers_steps` give it; it works for re-rendered rollouts too.
+  logprobs, its reward and the rollout's. :func:`per_turn` and :func:`per_turn_samples`
+  give it; it works for re-rendered rollouts too.
+
+:func:`for_verifiers` gives verifiers 0.4's own form, a trace per rollout whose message
+graph carries the ids, the mask and the logprobs (a re-rendered history forks new branches).
 
 Nothing is silently wrong: a rollout that failed (``error``), that has no token ids, or
 that the form cannot take is a ``ValueError`` naming it and saying what to do. With
@@ -31,8 +34,8 @@ The shapes were read from (docs/trainer-formats.md has the details):
 
 * TRL: huggingface/trl ``trl/trainer/grpo_trainer.py`` at f2cd5771 (1.10.0.dev0),
   ``GRPOTrainer._generate``;
-* verifiers: PrimeIntellect-ai/verifiers ``verifiers/types.py`` at v0.1.9 (b81cfd33),
-  ``ProcessedOutputs`` and ``TrajectoryStep``;
+* verifiers: the installed verifiers 0.4.0, ``verifiers/v1/episode.py``, ``trace.py`` and
+  ``graph.py`` (``Episode``, ``Trace``, ``MessageNode``);
 * verl: volcengine/verl ``verl/experimental/agent_loop/agent_loop.py`` at b178a3cd
   (0.8.0.dev), ``AgentLoopOutput`` and ``AgentLoopWorker._postprocess``.
 
@@ -46,8 +49,8 @@ from __future__ import annotations
 from pytest_agentgym.integrations.trainers.selection import Usable, usable
 from pytest_agentgym.integrations.trainers.trl import for_trl
 from pytest_agentgym.integrations.trainers.turns import per_turn, per_turn_samples
-from pytest_agentgym.integrations.trainers.verifiers import for_verifiers, verifiers_steps
+from pytest_agentgym.integrations.trainers.verifiers import for_verifiers, verifiers_trace
 from pytest_agentgym.integrations.trainers.verl import for_verl, verl_agent_loop_outputs
 
 __all__ = ["Usable", "for_trl", "for_verifiers", "for_verl", "per_turn", "per_turn_samples",
-           "usable", "verifiers_steps", "verl_agent_loop_outputs"]
+           "usable", "verifiers_trace", "verl_agent_loop_outputs"]
