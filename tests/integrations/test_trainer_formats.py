@@ -220,18 +220,24 @@ def test_a_view_that_does_not_match_the_conversation_is_refused(rollouts):
         trainers.for_verifiers([broken])
 
 
-def test_a_rerendered_rollout_is_refused_as_one_trajectory_and_works_per_turn(rollouts):
+def test_a_rerendered_rollout_is_cut_or_refused_as_one_trajectory_and_works_per_turn(rollouts):
     odd = _rerendered_rollout()
     assert odd["tokens"]["rerendered"]["turn"] == 1  # turn 1's prompt dropped turn 0's reasoning
     expected = (r"rollout id 9, sample 0, batch hand:b1, episode hand:9:0 cannot be one trajectory: the endpoint "
                 r"re-rendered the history at turn 1 \(turn 1's prompt renders turn 0's reply differently .*\); "
                 r"use the per-turn form \(per_turn_samples\) for it, leave its group out \(skip=True\)")
-    for adapter in (lambda r: trainers.for_trl(r, rerendered="raise"), trainers.verl_agent_loop_outputs,
-                    lambda r: trainers.for_verl(r, pad_token_id=0)):
+    for adapter in (lambda r: trainers.for_trl(r, rerendered="raise"),
+                    lambda r: trainers.verl_agent_loop_outputs(r, rerendered="raise"),
+                    lambda r: trainers.for_verl(r, pad_token_id=0, rerendered="raise")):
         with pytest.raises(ValueError, match=expected):
             adapter([*rollouts[:2], odd])
-    kept = trainers.for_verl([*rollouts[:2], odd], pad_token_id=0, skip=True)
+    kept = trainers.for_verl([*rollouts[:2], odd], pad_token_id=0, rerendered="group")
     assert len(kept["uid"]) == 2
+    # by default no adapter fails the batch: verl's rows keep the turn before the re-render
+    outputs = trainers.verl_agent_loop_outputs([*rollouts[:2], odd])
+    assert len(outputs) == 3 and outputs[2]["num_turns"] == 2 + 1
+    assert outputs[2]["response_ids"] == odd["tokens"]["completion_ids"]
+    assert sum(outputs[2]["response_mask"]) == odd["tokens"]["turns"][0][1] - odd["tokens"]["turns"][0][0]
 
     samples = trainers.per_turn(odd)
     assert [s["rerendered"] for s in samples] == [False, True, True]

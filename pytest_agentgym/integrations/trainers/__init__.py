@@ -12,9 +12,13 @@ Two forms:
 * the **trajectory** form, one sample per rollout: the first turn's prompt, then every
   later token (the policy's, and between turns the environment's), a mask that is 1
   exactly on the tokens the policy sampled, and the logprobs aligned with it.
-  :func:`for_trl` and :func:`for_verl` give it. A rollout whose
-  endpoint re-rendered earlier turns (``tokens.rerendered``) has no such sample: its
-  later turns do not extend the earlier ones, so these functions refuse it.
+  :func:`for_trl` and :func:`for_verl` give it. Where the endpoint takes token ids (vLLM)
+  every turn after the first is sent as the ids so far, so the history is never
+  re-rendered. A rollout whose endpoint did re-render earlier turns
+  (``tokens.rerendered``: an endpoint without token input) has no such sample past that
+  turn; it follows the policy ``rerendered=`` names (:mod:`.selection`): cut before the
+  re-rendered turn (the default), its group left out, or a ``ValueError``. No adapter
+  fails a batch for it unless asked to.
 * the **per-turn** form, one sample per policy turn: the prompt the endpoint rendered for
   that turn (the conversation so far, in messages and in ids), that turn's reply and its
   logprobs, its reward and the rollout's. :func:`per_turn` and :func:`per_turn_samples`
@@ -32,12 +36,14 @@ left out is logged (logger ``pytest_agentgym.integrations.trainers``) and
 
 The shapes were read from (docs/trainer-formats.md has the details):
 
-* TRL: huggingface/trl ``trl/trainer/grpo_trainer.py`` at f2cd5771 (1.10.0.dev0),
-  ``GRPOTrainer._generate``;
+* TRL: the installed trl 1.16.0, ``trl/trainer/grpo_trainer.py`` (``GRPOTrainer._generate``
+  and ``_generate_and_score_completions``; its ``RepeatSampler`` hands ``rollout_func`` each
+  prompt ``num_generations`` times);
 * verifiers: the installed verifiers 0.4.0, ``verifiers/v1/episode.py``, ``trace.py`` and
   ``graph.py`` (``Episode``, ``Trace``, ``MessageNode``);
-* verl: volcengine/verl ``verl/experimental/agent_loop/agent_loop.py`` at b178a3cd
-  (0.8.0.dev), ``AgentLoopOutput`` and ``AgentLoopWorker._postprocess``.
+* verl: the installed verl 0.9.1, ``verl/experimental/agent_loop/agent_loop.py``
+  (``AgentLoopOutput``, ``_agent_loop_postprocess``, ``_postprocess``) and
+  ``tool_agent_loop.py`` (``num_turns``, the response cut).
 
 Import from here; the modules are where each idea lives: :mod:`.selection` (which rollouts
 a form can take, :func:`usable`, and the errors), :mod:`.trl`, :mod:`.verifiers` and

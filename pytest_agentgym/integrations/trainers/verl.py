@@ -58,11 +58,11 @@ def _row(rollout: Rollout, episode: EpisodeTokens, *, with_logprobs: bool, promp
 
 
 def _rows(rollouts: Iterable[Rollout], *, skip: bool, prompt_length: int | None, response_length: int | None,
-          strict: bool) -> tuple[list[tuple[Rollout, _Row]], bool]:
+          strict: bool, rerendered: str) -> tuple[list[tuple[Rollout, _Row]], bool]:
     for name, value in (("prompt_length", prompt_length), ("response_length", response_length)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ValueError(f"{name} must be a whole number of tokens, 1 or more (got {value!r})")
-    taken = take(rollouts, whole=True, skip=skip)
+    taken = take(rollouts, whole=True, skip=skip, rerendered=rerendered)
     with_logprobs = all_or_none_logprobs(taken)
     return [(rollout, _row(rollout, episode, with_logprobs=with_logprobs, prompt_length=prompt_length,
                            response_length=response_length, strict=strict))
@@ -80,7 +80,7 @@ def _metrics(rollout: Rollout) -> dict[str, Any]:
 
 def verl_agent_loop_outputs(rollouts: Iterable[Rollout], *, prompt_length: int | None = None,
                             response_length: int | None = None, strict: bool = False,
-                            skip: bool = False) -> list[dict[str, Any]]:
+                            skip: bool = False, rerendered: str = "cut") -> list[dict[str, Any]]:
     """One dict per rollout from which verl 0.9.1's ``AgentLoopOutput(**d)`` constructs as
     is: ``prompt_ids``, ``response_ids`` (the policy's and the environment's tokens),
     ``response_mask`` (1 on the policy's), ``response_logprobs`` (0.0 on the environment's
@@ -90,9 +90,11 @@ def verl_agent_loop_outputs(rollouts: Iterable[Rollout], *, prompt_length: int |
     environment's reward of each step; ``tool_rewards`` empty; ids). With
     ``prompt_length``/``response_length`` (verl's ``rollout.prompt_length`` and
     ``rollout.response_length``) the ids are cut as verl's agent loops cut them;
-    ``strict=True`` raises instead."""
+    ``strict=True`` raises instead. A rollout whose history was re-rendered follows
+    ``rerendered`` (selection.take: "cut", the default, keeps the turns before the
+    re-render; "group" leaves its group out; "raise")."""
     rows, _ = _rows(rollouts, skip=skip, prompt_length=prompt_length, response_length=response_length,
-                    strict=strict)
+                    strict=strict, rerendered=rerendered)
     return [{
         "prompt_ids": row.prompt,
         "response_ids": row.response,
@@ -115,7 +117,7 @@ def _uid(rollout: Rollout) -> str:
 
 def for_verl(rollouts: Iterable[Rollout], *, pad_token_id: int, prompt_length: int | None = None,
              response_length: int | None = None, strict: bool = False, turn_scores: bool = False,
-             skip: bool = False) -> dict[str, list[Any]]:
+             skip: bool = False, rerendered: str = "cut") -> dict[str, list[Any]]:
     """The batch verl 0.9.1's agent loop worker hands its trainer (``_agent_loop_postprocess``
     then ``_postprocess`` in verl/experimental/agent_loop/agent_loop.py), as plain lists, one
     row per rollout (``torch.tensor`` each key that holds numbers to get verl's tensors):
@@ -137,9 +139,10 @@ def for_verl(rollouts: Iterable[Rollout], *, pad_token_id: int, prompt_length: i
 
     Lengths default to the longest in the batch. Longer prompts and responses are cut as
     verl's agent loops cut them (:func:`verl_agent_loop_outputs`); ``strict=True`` raises
-    instead. A turn score that falls after the cut moves to the last kept token."""
+    instead. A turn score that falls after the cut moves to the last kept token. A re-rendered
+    rollout follows ``rerendered``, as in :func:`verl_agent_loop_outputs`."""
     rows, with_logprobs = _rows(rollouts, skip=skip, prompt_length=prompt_length,
-                                response_length=response_length, strict=strict)
+                                response_length=response_length, strict=strict, rerendered=rerendered)
     p_len = max((len(r.prompt) for _, r in rows), default=0) if prompt_length is None else prompt_length
     r_len = max((len(r.response) for _, r in rows), default=0) if response_length is None else response_length
     rewards = [rollout.get("reward") for rollout, _ in rows]
