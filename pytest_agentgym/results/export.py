@@ -88,6 +88,8 @@ class Exported:
     skipped_lines: list[str] = field(default_factory=list)
     #: episodes kept whose reward is not above 0 (said when ``--only scored`` kept them)
     unrewarded: int = 0
+    #: episodes kept whose endpoint sent token ids (their rows have ``input_ids``)
+    tokenized: int = 0
     only: str = "scored"
     notes: list[str] = field(default_factory=list)
 
@@ -105,6 +107,9 @@ class Exported:
         if self.unrewarded and self.only in ("all", "scored"):
             text += (f"; {self.unrewarded} of the episodes kept have no reward above 0 "
                      f"(--only rewarded or --only success leaves them out)")
+        if 0 < self.tokenized < self.episodes:
+            text += (f"; {self.episodes - self.tokenized} of the episodes kept have no token ids, so their rows "
+                     f"have no input_ids (a trainer that reads input_ids wants the rows whose tokens is not null)")
         return "; ".join([text, *self.notes])
 
 
@@ -216,6 +221,7 @@ def _write_lines(handle: IO[str], records: Sequence[EpisodeRecord], sidecars: Si
             continue
         result.episodes += 1
         result.unrewarded += not (record.reward is not None and record.reward > 0)
+        result.tokenized += sidecars.tokens_of(record) is not None
         for row in rows(record, sidecars):
             handle.write(encode_line(row).decode("utf-8"))
             result.rows += 1

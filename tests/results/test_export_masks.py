@@ -24,6 +24,7 @@ from pytest_agentgym.cli import main as cli
 from pytest_agentgym.model.reference import tokens as T
 from pytest_agentgym.results.conversation import conversation, opening_key, opening_of, read_sidecars
 from pytest_agentgym.results.store import RunDir
+from pytest_agentgym.results.tokens import episode_tokens
 from pytest_agentgym.results.training import model_weights
 
 LOAD = """\
@@ -168,17 +169,26 @@ def with_opening(record):
     return replace(record, opening=opening, opening_sha256=sha)
 
 
-def test_only_rewarded_and_the_note_on_unrewarded_episodes(tmp_path, capsys):
+def test_only_rewarded_and_the_notes_on_unrewarded_and_untokenized_episodes(tmp_path, capsys):
     episodes = [with_opening(make_episode("Maze", index, outcome=outcome, reward=reward))
                 for index, (outcome, reward) in enumerate((("passed", 1.0), ("failed", 0.0), ("unsolved", 0.25),
                                                             ("unsolved", 0.0)))]
+    # one episode whose endpoint sent token ids: turn 1's prompt repeats turn 0's and adds the env's [6]
+    sampled = episode_tokens([{"prompt_token_ids": [1, 2, 3], "token_ids": [4, 5]},
+                              {"prompt_token_ids": [1, 2, 3, 4, 5, 6], "token_ids": [7]}])
+    episodes[0] = replace(episodes[0], tokens=sampled)
     run = write_run(tmp_path, make_info(environments=("Maze",)), episodes)
     assert cli(["export", str(run.path)]) == 0
     said = capsys.readouterr().out
     assert "4 episodes written" in said and "2 of the episodes kept have no reward above 0" in said
+    assert "3 of the episodes kept have no token ids, so their rows have no input_ids" in said
+    first, *rest = [json.loads(line) for line in (run.path / "export" / "chat-jsonl.jsonl").read_text().splitlines()]
+    assert (first["input_ids"], first["assistant_masks"]) == ([1, 2, 3, 4, 5, 6, 7], [0, 0, 0, 1, 1, 0, 1])
+    assert not any("input_ids" in row for row in rest)
     assert cli(["export", str(run.path), "--only", "rewarded"]) == 0
     said = capsys.readouterr().out
     assert "2 episodes written" in said and "left out: 2 without a reward above 0" in said
+    assert "1 of the episodes kept have no token ids" in said
     kept = [json.loads(line) for line in (run.path / "export" / "chat-jsonl.jsonl").read_text().splitlines()]
     assert [r["task_index"] for r in kept] == [0, 2] and "no reward above 0" not in said
     assert cli(["export", str(run.path), "--only", "success", "--format", "csv", "-o", "-"]) == 0
