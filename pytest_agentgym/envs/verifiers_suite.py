@@ -56,9 +56,8 @@ SUCCESS_RULE = "reward >= 1"
 #: verifiers reads the model's API key from the variable it is told; this one is
 #: never set, for an endpoint that needs no key (the reference agent, a local vLLM).
 NO_KEY_VAR = "AGENTGYM_VERIFIERS_NO_API_KEY"
-INSTALL_HINT = ("install the extra in a virtual environment of its own (verifiers 0.4 pins openai 2.x): "
-                "python -m venv .venv-verifiers && .venv-verifiers/bin/pip install 'pytest-agentgym[verifiers]', "
-                "then run pytest with .venv-verifiers/bin/python -m pytest (docs/training.md, verifiers)")
+INSTALL_HINT = ("install the extra into this environment: pip install 'pytest-agentgym[verifiers]' "
+                "(verifiers 0.4 pins openai 2.x, which the plugin takes; docs/training.md, verifiers)")
 #: verifiers' error types by the side of this project's failure taxonomy they name
 _ENV_ERRORS = {"EnvError", "TaskError", "ToolsetError", "SandboxError"}
 

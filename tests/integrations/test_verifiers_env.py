@@ -1,8 +1,7 @@
 """AgentGym environments as verifiers environments (pytest_agentgym.integrations.verifiers).
 
-Needs the optional extra ``verifiers`` (0.4); it pins openai 2.x, so these tests
-run in a virtual environment of their own (docs/training.md says how) and are
-skipped, saying why, where verifiers is not installed.
+Needs verifiers 0.4 (the ``verifiers`` extra; the ``test`` extra brings it too); skipped,
+saying why, where it is not installed.
 
 Real parts: the reference agent and the embedded TextCraft server as processes on
 loopback, verifiers' own ``vf-eval`` as a process, a pytest run as a process.
@@ -20,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.heavy  # vf-eval and pytest runs as processes: minutes in all
+
 vf = pytest.importorskip(
-    "verifiers.v1", reason="the verifiers extra is not installed (pip install 'pytest-agentgym[verifiers]' "
-                           "in a virtual environment of its own; docs/training.md)")
+    "verifiers.v1", reason="the verifiers extra is not installed (pip install -e '.[test]'; docs/training.md)")
 
 from helpers import REPO
 from helpers.projects import episodes, make_project, run, suite  # noqa: E402

@@ -4,8 +4,8 @@
 The environment is tests/helpers/vf_arith.py (six arithmetic questions, a rubric that
 gives 1 for the right number); the model is the real reference agent with
 tests/helpers/vf_arith_policy.py loaded, which answers sums and differences right and
-products one too high. Most tests need the verifiers extra (its own virtual
-environment: docs/training.md says how) and are skipped, saying why, without it;
+products one too high. Most tests need verifiers (the ``verifiers`` extra; the ``test`` extra brings it
+too) and are skipped, saying why, without it;
 the test of what a Python without verifiers says runs everywhere (in a Python
 that has it, an import stub stands in for its absence).
 
@@ -39,13 +39,14 @@ from pytest_agentgym.config.suites import SuiteError, load_suite
 from pytest_agentgym.publish import load_schema
 from pytest_agentgym.process.health import HEALTH_ENDPOINT, Advice, free_port
 
+pytestmark = pytest.mark.heavy  # pytest runs as processes: minutes in all
+
 HAS_VERIFIERS = importlib.util.find_spec("verifiers") is not None
 if HAS_VERIFIERS:  # likewise: a pytester test that first imports verifiers would drop half of it
     import verifiers.v1  # noqa: F401
     from verifiers.v1.env import RunSlot  # noqa: F401
 needs_verifiers = pytest.mark.skipif(
-    not HAS_VERIFIERS, reason="the verifiers extra is not installed (pip install 'pytest-agentgym[verifiers]' "
-                              "in a virtual environment of its own; docs/training.md)")
+    not HAS_VERIFIERS, reason="the verifiers extra is not installed (pip install -e '.[test]'; docs/training.md)")
 #: what the reference agent's policy earns on the six questions (right on + and -, wrong on *)
 EXPECTED = {0: 1.0, 1: 0.0, 2: 1.0, 3: 0.0, 4: 1.0, 5: 0.0}
 
@@ -245,8 +246,8 @@ def test_without_verifiers_a_suite_naming_one_says_how_to_install_it(pytester, m
     result = run(pytester, "suites", f"--agentgym-node={node}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*arith.yaml: environment verifiers:vf_arith needs the verifiers package, which "
-                                 "this Python (*) does not have; install the extra in a virtual environment of "
-                                 "its own*pip install 'pytest-agentgym[[]verifiers[]]'*"])
+                                 "this Python (*) does not have; install the extra into this environment: "
+                                 "pip install 'pytest-agentgym[[]verifiers[]]'*"])
 
 
 @needs_verifiers
