@@ -19,7 +19,9 @@ per turn, the whole conversation that turn was sent, ending with its reply.
 (results/tokens.py: ``prompt_ids``, ``completion_ids``, ``completion_mask``,
 ``completion_logprobs``, the turns' spans, ``rerendered`` and ``rest``);
 ``token_data`` has one entry per assistant message: what the endpoint sent of
-logprobs and token ids, untouched (None where it sent none). A rollout that
+logprobs and token ids (None where it sent none), in the chat route's shapes (a turn
+sent as token ids to ``/v1/completions`` is written so: model/token_data.py), with
+``token_in`` (which route the turn took) when the batch asked for token ids. A rollout that
 could not be played has ``error`` (type, message, where: env, model or harness)
 and no reward.
 
