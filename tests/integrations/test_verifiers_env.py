@@ -117,13 +117,14 @@ def test_a_killed_environment_server_fails_the_episode_instead_of_scoring_it(age
 
 @pytest.mark.faults
 def test_an_episode_the_time_budget_ends_is_an_error_not_a_zero(tmp_path):
-    """The reference agent answering in 0.7 s each, a budget of 1 s: round 1 is played,
-    the budget runs out while the model answers round 2. A pytest run scores that
-    ``timeout`` as the model's outcome; verifiers gets an error it can retry, no reward."""
+    """The reference agent answering in 3 s each, a budget of 5 s: round 1 is played (with
+    2 s to spare for a busy machine), the budget runs out while the model answers round 2 (a
+    busy machine only makes that later). A pytest run scores that ``timeout`` as the model's
+    outcome; verifiers gets an error it can retry, no reward."""
     from helpers.rollout_guards import slow_agent
 
-    slow = slow_agent(tmp_path, 700)
-    env = load_environment(env="TextCraft", tasks="3", node="local", root=str(REPO), episode_timeout=1.0)
+    slow = slow_agent(tmp_path, 3000)
+    env = load_environment(env="TextCraft", tasks="3", node="local", root=str(REPO), episode_timeout=5.0)
     ctx = vf.ModelContext(client=vf.EvalClientConfig(base_url=slow.url + "/v1", api_key_var="AGENTGYM_TEST_NO_KEY"),
                           model="reference", sampling=vf.SamplingConfig())
 
@@ -137,7 +138,7 @@ def test_an_episode_the_time_budget_ends_is_an_error_not_a_zero(tmp_path):
     finally:
         slow.stop()
     assert not episode.ok
-    assert ("harness:EpisodeTimeout: the episode budget of 1 s ran out after 1 round(s), while the model was "
+    assert ("harness:EpisodeTimeout: the episode budget of 5 s ran out after 1 round(s), while the model was "
             "answering; not scored") in episode.errors[0].message
     (trace,) = episode.traces
     assert "agentgym_reward" not in trace.rewards

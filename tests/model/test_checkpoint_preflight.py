@@ -175,9 +175,11 @@ def test_architectures_come_from_the_vllm_in_use_without_importing_it(tmp_path):
     assert check_checkpoint(served, VLLMOptions(python=str(python))) == []
     # a head vLLM converts: the same stem with another of its suffixes
     assert known.supports("NewNetForSequenceClassification") and not known.supports("OtherNetForCausalLM")
-    refused = write_checkpoint(tmp_path / "qwen", architectures=["Qwen3ForCausalLM"])  # not in this registry
+    # in neither this registry nor any Transformers library this interpreter may have (the test
+    # venv has transformers: a class it names would be served by vLLM's Transformers backend)
+    refused = write_checkpoint(tmp_path / "unknown", architectures=["NoSuchNetForCausalLM"])
     [problem] = check_checkpoint(refused, VLLMOptions(python=str(python)))
-    assert problem.message.startswith(f'architectures ["Qwen3ForCausalLM"] are not served by {known.source}; ')
+    assert problem.message.startswith(f'architectures ["NoSuchNetForCausalLM"] are not served by {known.source}; ')
     assert known.refusal(["OldForCausalLM"]) == (f'architectures ["OldForCausalLM"] are no longer served by '
                                                  f'{known.source}: OldForCausalLM (served until vLLM 0.1.0)')
     # the list shipped with the plugin when the interpreter has no vLLM
