@@ -18,6 +18,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
 
 from helpers import REPO
+from helpers.masks import mask_spans
 
 DOC = REPO / "docs" / "trainer-formats.md"
 
@@ -50,7 +51,7 @@ def spread(completion_ids, **kwargs):
 
 def spans(mask: list[int]) -> int:
     """How many runs of 1s ``mask`` holds."""
-    return sum(1 for i, m in enumerate(mask) if m and (i == 0 or not mask[i - 1]))
+    return len(mask_spans(mask))
 
 
 @dataclass

@@ -17,6 +17,7 @@ import logging
 
 import pytest
 from helpers.hand_rollouts import hand_rollout
+from helpers.masks import mask_spans
 from helpers.trainer_batches import answered
 
 from pytest_agentgym.integrations import trainers
@@ -79,18 +80,6 @@ def _replies(rollout) -> list[str]:
     return [rollout["messages"][start + 2 * k]["content"] for k in range(rollout["rounds"])]
 
 
-def _spans(mask):
-    """The runs of 1 in ``mask``, as (start, end)."""
-    spans, start = [], None
-    for i, bit in enumerate([*mask, 0]):
-        if bit and start is None:
-            start = i
-        elif not bit and start is not None:
-            spans.append((start, i))
-            start = None
-    return spans
-
-
 # --------------------------------------------------------------------------- the service's answers
 
 
@@ -122,7 +111,7 @@ def test_trl_gets_ids_mask_and_logprobs_that_the_text_confirms(rollouts):
         assert batch["env_mask"][i] == mask
         assert batch["logprobs"][i] == [0.0 if v is None else v for v in logprobs]
         # the sampled spans decode to the assistant messages, one span per turn
-        spans = _spans(batch["env_mask"][i])
+        spans = mask_spans(batch["env_mask"][i])
         assert [ref.decode(completion[a:b]) for a, b in spans] == [f"{r}<|im_end|>" for r in _replies(rollout)]
         assert batch["env_reward"][i] == rollout["reward"] and batch["turn_rewards"][i] == rollout["turn_rewards"]
         assert batch["episode_id"][i] == rollout["episode_id"]

@@ -17,6 +17,7 @@ import sys
 from dataclasses import replace
 
 import pytest
+from helpers.masks import mask_spans as spans
 from helpers.report_fixtures import make_episode, make_info, make_turn, write_run
 from helpers.rollout_services import post, reference_agent, rollout_server
 
@@ -50,18 +51,6 @@ def load(how: str, path, cache) -> list[dict]:
                                                        "HF_HOME": str(cache), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.splitlines()[-1])
-
-
-def spans(mask: list[int]) -> list[tuple[int, int]]:
-    """The [start, end) runs of 1 in ``mask``."""
-    found, start = [], None
-    for index, bit in enumerate([*mask, 0]):
-        if bit and start is None:
-            start = index
-        elif not bit and start is not None:
-            found.append((start, index))
-            start = None
-    return found
 
 
 @pytest.fixture(scope="module")
