@@ -8,11 +8,13 @@ from pathlib import Path
 
 def read_episodes(run_dir: Path) -> list[dict]:
     """The records of ``run_dir``/episodes.jsonl in the order written; none when the run
-    has not written the file (yet)."""
+    has not written the file (yet). A last line still being written (no newline yet: a
+    test polling a live run) is not a record yet and is left out."""
     path = run_dir / "episodes.jsonl"
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    whole = path.read_text().rpartition("\n")[0]
+    return [json.loads(line) for line in whole.splitlines() if line.strip()]
 
 
 def written_lines(path: Path) -> int:
