@@ -44,6 +44,20 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     view.add_argument("--allow-remote", action="store_true",
                       help="serve a --host that other machines can reach (refused otherwise: the pages have no "
                            "authentication and show every run's settings and trajectories)")
+    view.add_argument("--allow-host", action="append", default=[], metavar="NAME", type=_host_name,
+                      help="also answer requests whose Host header is NAME (a name this machine is reached by, "
+                           "* for any); repeatable. Without it only localhost, 127.0.0.1, [::1] and --host are "
+                           "answered; other Host names get 403 (DNS rebinding)")
+
+
+def _host_name(text: str) -> str:
+    from pytest_agentgym.transport.host_guard import HostGuard
+
+    try:
+        HostGuard("127.0.0.1", [text], option="--allow-host NAME")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def _reports_dir(command: str, value: str) -> Path | None:
@@ -130,7 +144,7 @@ def view_command(args: argparse.Namespace) -> int:
     from pytest_agentgym.report.view import ViewServer
 
     try:
-        server = ViewServer(reports, host=args.host, port=args.port)
+        server = ViewServer(reports, host=args.host, port=args.port, allow_hosts=args.allow_host)
     except OSError as exc:
         print(f"pytest-agentgym view: cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); "
               f"give another --port (0 picks a free one)", file=sys.stderr)

@@ -21,7 +21,17 @@ A ``<key>`` is a run directory's path under the reports directory as the index
 lists it (``step-1200``, ``step-1200/shard-1-of-3``). Keys are looked up among the
 directories the index found, never joined onto a path, so no URL reaches a file
 outside a run directory under the reports directory (``..``, absolute paths and
-symbolic links included).
+symbolic links included). A run directory holding a symbolic link that leads out of
+the reports directory (an episodes.jsonl, a report.html, a folder) is not read at all:
+the index lists it as broken, saying which link, and its pages are refused (403).
+
+Nothing is written under the reports directory: the light indexes that reading a run
+leaves (results/light_index.py) go to a cache of the server's
+(``$XDG_CACHE_HOME/pytest-agentgym/light-index``, or its temporary directory).
+
+Only requests whose ``Host`` is a name the server answers are served
+(transport/host_guard.py: loopback names, the bound address, ``--allow-host``); any other
+gets 403 in plain text, so a page whose name rebinds to 127.0.0.1 reads nothing.
 
 Pages are rendered into a temporary directory of the server's own and the last
 :data:`KEEP_PAGES` are kept in memory while their runs' files stay the same; one page
@@ -32,6 +42,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import tempfile
 import threading
@@ -46,8 +57,10 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from markupsafe import escape
 
 from pytest_agentgym.report.index import find_runs, index_parts, read_index, table_html
-from pytest_agentgym.report.run_rows import RowCache, RunRow
+from pytest_agentgym.report.run_rows import BROKEN, RowCache, RunRow
+from pytest_agentgym.results import light_index
 from pytest_agentgym.results.store import EPISODES_FILE
+from pytest_agentgym.transport.host_guard import HostGuard
 
 #: How often a running run's page asks whether the run changed.
 POLL_MS = 1500
@@ -63,20 +76,62 @@ class BadRequest(Exception):
     """A request the server understood but cannot answer as asked (a comparison refused)."""
 
 
+class Refused(Exception):
+    """A run whose directory leads out of the reports directory (a symbolic link)."""
+
+
+def link_out(root: Path, run: Path) -> Path | None:
+    """The first symbolic link in the run directory ``run`` (at any depth) whose target is
+    not under ``root``, or None."""
+    for folder, folders, files in os.walk(run):  # links to folders are listed, not entered
+        for name in (*folders, *files):
+            entry = Path(folder) / name
+            if entry.is_symlink() and not entry.resolve().is_relative_to(root):
+                return entry
+    return None
+
+
+class _ConfinedRows(RowCache):
+    """The row cache of a view: a run with a link out of ``root`` is a broken row, unread."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__()
+        self.root = root
+
+    def row(self, key: str, path: Path) -> RunRow:
+        leads_out = link_out(self.root, path)
+        if leads_out is None:
+            return super().row(key, path)
+        return RunRow(key=key, path=str(path), status=BROKEN, problem=_link_problem(self.root, leads_out))
+
+
+def _link_problem(root: Path, link: Path) -> str:
+    return (f"not read: {link} is a symbolic link to {link.resolve()}, outside {root}; view reads nothing "
+            f"outside the reports directory (copy the file in instead of linking it)")
+
+
 class ViewServer(ThreadingHTTPServer):
-    """The HTTP server of ``pytest-agentgym view`` over the reports directory ``reports``."""
+    """The HTTP server of ``pytest-agentgym view`` over the reports directory ``reports``.
+    ``allow_hosts``: Host names answered besides loopback and ``host`` (``--allow-host``);
+    ``index_cache``: where the light indexes of its runs go (default: light_index.default_cache())."""
 
     daemon_threads = True  # a page still being sent does not hold up Ctrl-C
 
-    def __init__(self, reports: str | Path, *, host: str = "127.0.0.1", port: int = 8765) -> None:
+    def __init__(self, reports: str | Path, *, host: str = "127.0.0.1", port: int = 8765,
+                 allow_hosts: tuple[str, ...] | list[str] = (), index_cache: Path | None = None) -> None:
         self.reports = Path(reports).resolve()
-        self.cache = RowCache()
+        self.host_guard = HostGuard(host, allow_hosts, option="--allow-host NAME")
+        self.cache = _ConfinedRows(self.reports)
         self._lock = threading.Lock()          # one page rendered at a time (they read whole runs)
         self._rows_lock = threading.Lock()     # the row cache is not thread-safe
         self._pages: dict[str, tuple[str, bytes]] = {}  # what -> (the runs' state, the page)
         self._render_s: dict[str, float] = {}            # what -> how long its last rendering took
         self._scratch = Path(tempfile.mkdtemp(prefix="agentgym-view-"))
+        self.index_cache = Path(index_cache) if index_cache is not None else light_index.default_cache()
+        if self.index_cache.resolve().is_relative_to(self.reports):  # a cache inside what it must not write
+            self.index_cache = self._scratch / "light-index"
         super().__init__((host, port), _Handler)
+        light_index.keep_elsewhere(self.reports, self.index_cache)
 
     @property
     def url(self) -> str:
@@ -86,6 +141,7 @@ class ViewServer(ThreadingHTTPServer):
 
     def server_close(self) -> None:
         super().server_close()
+        light_index.keep_beside(self.reports)
         shutil.rmtree(self._scratch, ignore_errors=True)
 
     # -- runs -------------------------------------------------------------------------
@@ -100,6 +156,9 @@ class ViewServer(ThreadingHTTPServer):
         if key not in found:
             raise NotFound(f"no run {key!r} under {self.reports}: the index lists "
                            f"{len(found)} run(s); pick one at /")
+        leads_out = link_out(self.reports, found[key])
+        if leads_out is not None:
+            raise Refused(_link_problem(self.reports, leads_out))
         return found[key]
 
     def state(self, key: str) -> dict[str, Any]:
@@ -255,6 +314,11 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # quiet: the terminal keeps the one line that says where the server is
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        host = self.headers.get("Host")
+        if not self.server.host_guard.allows(host):
+            self._send(self.server.host_guard.refusal(host).encode("utf-8"), HTTPStatus.FORBIDDEN,
+                       "text/plain; charset=utf-8")
+            return
         parts = urlsplit(self.path)
         path, query = unquote(parts.path), parse_qs(parts.query)
         try:
@@ -278,6 +342,8 @@ class _Handler(BaseHTTPRequestHandler):
                 raise NotFound(f"nothing is served at {path}; the runs are listed at /")
         except NotFound as exc:
             self._send(_problem_page(HTTPStatus.NOT_FOUND, str(exc)), HTTPStatus.NOT_FOUND)
+        except Refused as exc:
+            self._send(_problem_page(HTTPStatus.FORBIDDEN, str(exc)), HTTPStatus.FORBIDDEN)
         except BadRequest as exc:
             retry = None
             if path in ("/compare", "/trend") and "were not run the same way" in str(exc) \

@@ -17,6 +17,8 @@ gets no index), and only by the reader rules it was made with (:func:`rules`: a 
 the modules that decide what a record is). Anything else (no index, another file, an
 index that cannot be read, a directory that cannot be written) means the file is read
 as before; deleting the index loses nothing. docs/results.md, "The light index".
+A reader that must leave the run directories as they are (``pytest-agentgym view``) keeps
+the indexes of a directory's files in a cache of its own (:func:`keep_elsewhere`).
 """
 
 from __future__ import annotations
@@ -41,8 +43,39 @@ FORMAT = 2
 EDGE = 64 * 1024
 
 
+#: directories whose files' indexes are kept elsewhere -> where (:func:`keep_elsewhere`)
+_ELSEWHERE: dict[Path, Path] = {}
+
+
+def keep_elsewhere(root: Path, cache: Path) -> None:
+    """Keep the indexes of the files under ``root`` in ``cache`` instead of beside them:
+    ``pytest-agentgym view`` writes nothing into the reports directory it serves. Undone
+    by :func:`keep_beside`."""
+    _ELSEWHERE[Path(root).resolve()] = Path(cache)
+
+
+def keep_beside(root: Path) -> None:
+    """Undo :func:`keep_elsewhere` for ``root``."""
+    _ELSEWHERE.pop(Path(root).resolve(), None)
+
+
+def default_cache() -> Path:
+    """Where indexes kept elsewhere go by default: ``$XDG_CACHE_HOME/pytest-agentgym/light-index``
+    (``~/.cache/...`` when unset)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "pytest-agentgym" / "light-index"
+
+
 def index_path(path: Path) -> Path:
-    """Where the light index of ``path`` (an episodes.jsonl) lives: episodes.light.json."""
+    """Where the light index of ``path`` (an episodes.jsonl) lives: episodes.light.json beside
+    it, or, for a file under a root of :func:`keep_elsewhere`, a file in that root's cache
+    named after the file's resolved path."""
+    if _ELSEWHERE:
+        resolved = Path(path).resolve()
+        for root, cache in list(_ELSEWHERE.items()):
+            if resolved.is_relative_to(root):
+                return cache / (hashlib.sha256(str(resolved).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+                                + ".light.json")
     return path.with_name(path.name.rsplit(".", 1)[0] + ".light.json")
 
 
@@ -100,6 +133,7 @@ def save(path: Path, made_from: list[Any] | None, found: Any, light: list[dict[s
     target = index_path(path)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)  # a cache directory (keep_elsewhere) made on first use
         tmp.write_bytes(orjson.dumps(index))
         os.replace(tmp, target)
     except (OSError, TypeError):  # TypeError: a number orjson cannot write (beyond 64 bits)
