@@ -12,7 +12,9 @@ The body is made from run.json (:func:`run_finished`), whose strings are redacte
 already, and goes through :func:`~pytest_agentgym.results.redact.redact_data` again:
 it names the model, never its endpoint, and carries no API key or header of the
 model endpoint. URLs shown in the terminal and written to run.json's notes are
-redacted the same way (a ``?token=`` of the webhook's URL shows as ``***``).
+redacted the same way: a ``?token=`` of the webhook's URL, and the secret path
+segments of a Slack, Discord, Teams or Mattermost URL, show as ``***``
+(:func:`~pytest_agentgym.results.redact.secret_segments`).
 
 A webhook never changes how the run ended: a refused connection, an answer that is
 not 2xx, or no answer within :data:`ATTEMPT_TIMEOUT_S` is retried (up to

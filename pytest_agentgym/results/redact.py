@@ -14,8 +14,15 @@ What is hidden: the whole user info (``user:password@`` and a bare ``user@``
 become ``***@``), and the value of every query or fragment parameter whose
 name says it is a secret: the names in :data:`SECRET_NAMES` and any name that
 ends in ``_key``, ``_token``, ``_secret`` or ``_password`` (case does not
-matter, ``-`` counts as ``_``). Everything else of the URL is kept exactly as
-written, so a redacted URL still says where the server is.
+matter, ``-`` counts as ``_``), and every path segment that is a secret
+(:func:`secret_segments`): the segments after a webhook's marker segment
+(``hooks``, ``webhooks``, ``webhookb2``, and on ``hooks.slack.com`` everything
+after the first segment), and any segment that looks like a token (a run of 16
+or more letters and digits holding at least two of each). Everything else of the
+URL is kept exactly as written, so a redacted URL still says where the server is.
+
+    >>> redact_url("https://hooks.slack.com/services/T0001/B0002/aBcD1234eFgH5678iJkL9012")
+    'https://hooks.slack.com/services/***/***/***'
 """
 
 from __future__ import annotations
@@ -31,6 +38,16 @@ SECRET_NAMES = frozenset({
     "signature", "sig", "x_amz_signature", "x_amz_credential", "x_amz_security_token", "credential",
 })
 _SECRET_SUFFIXES = ("_key", "_token", "_secret", "_password", "_passwd", "_signature")
+
+#: Path segments after which every segment is a webhook's id or token (compared lower-cased):
+#: Discord's ``/api/webhooks/ID/TOKEN``, Mattermost's ``/hooks/ID``, Teams' ``/webhookb2/...``.
+WEBHOOK_MARKERS = frozenset({"hooks", "webhooks", "webhookb2"})
+#: Hosts whose whole path after its first segment is secret: Slack's
+#: ``/services/T.../B.../SECRET`` and ``/workflows/...``, ``/triggers/...``.
+WEBHOOK_HOSTS = frozenset({"hooks.slack.com"})
+#: A token inside a segment: 16 or more letters and digits in a row (``-``, ``_``, ``.``,
+#: ``:``, ``%`` and every other mark end a run), at least two of them digits and two letters.
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9]{16,}")
 
 MASK = "***"
 
@@ -56,8 +73,44 @@ def _redact_params(params: str) -> str:
     return "&".join(parts)
 
 
+def _looks_like_token(segment: str) -> bool:
+    for run in _TOKEN_RUN.findall(segment):
+        digits = sum(char.isdigit() for char in run)
+        if digits >= 2 and len(run) - digits >= 2:
+            return True
+    return False
+
+
+def secret_segments(host: str, segments: list[str]) -> list[bool]:
+    """Which of a URL path's ``segments`` (the path split at ``/``, the empty one before
+    its leading ``/`` included) are secrets: those after a marker of
+    :data:`WEBHOOK_MARKERS`, those after the first on a host of :data:`WEBHOOK_HOSTS`,
+    and those that look like a token (:data:`_TOKEN_RUN`)."""
+    secret = [False] * len(segments)
+    named = [number for number, segment in enumerate(segments) if segment]
+    after = len(segments)
+    if host.lower() in WEBHOOK_HOSTS and named:
+        after = named[0] + 1
+    for number in named:
+        if number >= after:
+            break
+        if unquote_plus(segments[number]).lower() in WEBHOOK_MARKERS:
+            after = number + 1
+    for number in named:
+        secret[number] = number >= after or _looks_like_token(segments[number])
+    return secret
+
+
+def _redact_path(host: str, path: str) -> str:
+    if not path:
+        return path
+    segments = path.split("/")
+    hidden = secret_segments(host, segments)
+    return "/".join(MASK if secret else segment for segment, secret in zip(segments, hidden))
+
+
 def redact_url(url: str) -> str:
-    """``url`` with its user info and secret query values replaced by ``***``.
+    """``url`` with its user info, secret path segments and secret query values replaced by ``***``.
 
     Works on text that is not a well-formed URL too (nothing raises): without
     ``://`` only the query is looked at.
@@ -71,6 +124,9 @@ def redact_url(url: str) -> str:
         authority = f"{MASK}@{authority.rpartition('@')[2]}"
     before_fragment, hash_mark, fragment = tail.partition("#")
     path, question, query = before_fragment.partition("?")
+    host = authority.rpartition("@")[2]
+    host = host[:host.rfind(":")] if host.rfind(":") > host.rfind("]") else host  # no port
+    path = _redact_path(host if separator else "", path)
     if question:
         query = _redact_params(query)
     if hash_mark and "=" in fragment:
