@@ -79,10 +79,15 @@ def add_rollout_server_parser(sub: argparse._SubParsersAction) -> None:
                                "(as pytest's --agentgym-checkpoint), for batches that give no base_url; stopped "
                                "with the service (default: none)")
     rollouts.add_argument("--allow-base-url", action="append", default=[], metavar="URL",
-                          help="also send the API key to base URLs under this one (same scheme, host and port, "
-                               "path below it; /v1 added as for a batch's base_url); repeatable. Without it the "
-                               "key goes only to --base-url and the node's model endpoints, and a batch naming "
-                               "another base_url is refused (403) while the service holds a key")
+                          help="also play (and send the API key to) base URLs under this one (same scheme, host "
+                               "and port, path below it; /v1 added as for a batch's base_url); repeatable. Without "
+                               "it the service calls only --base-url and the node's model endpoints, and a batch "
+                               "naming another base_url is refused (403), with an API key or without")
+    rollouts.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                          help="also answer requests whose Host header is NAME (a name this machine is reached by; "
+                               "* for any); repeatable. Without it the service answers only localhost, 127.0.0.1, "
+                               "[::1] and --host (with --host 0.0.0.0 or ::, also this machine's own names and "
+                               "any IP address); other Host names get 403 (DNS rebinding)")
     rollouts.add_argument("--auth-token-env", default=None, metavar="NAME",
                           help="environment variable holding the token callers must send as 'Authorization: "
                                "Bearer <token>' (every route but GET /health; default: none)")
@@ -105,6 +110,7 @@ def rollout_server_command(args: argparse.Namespace) -> int:
     from pytest_agentgym.rollouts.node import NodeError, RolloutNode
     from pytest_agentgym.rollouts.request import BadRollouts
     from pytest_agentgym.rollouts.service import DEFAULT_MAX_QUEUED, RolloutService
+    from pytest_agentgym.transport.host_guard import HostGuard
 
     max_queued = DEFAULT_MAX_QUEUED if args.max_queued is None else args.max_queued
     max_bytes = DEFAULT_MAX_REQUEST_BYTES if args.max_request_bytes is None else args.max_request_bytes
@@ -119,6 +125,7 @@ def rollout_server_command(args: argparse.Namespace) -> int:
         if max_bytes < 1024:
             raise ValueError(f"--max-request-bytes must be at least 1024 (a batch's body), got {max_bytes}")
         KeyAllowList.build(allowed=args.allow_base_url, base_url=None, node_urls=())  # each a URL, or say so now
+        hosts = HostGuard(args.host, args.allow_host, option="--allow-host NAME")  # each a name, or say so now
         token = read_token(args.auth_token_env) if args.auth_token_env else None
         if token is None and not binds_loopback_only(args.host) and not args.allow_unauthenticated:
             raise ValueError(
@@ -158,12 +165,15 @@ def rollout_server_command(args: argparse.Namespace) -> int:
     for line in started:
         print(line, flush=True)
     default_base_url = args.base_url or (service.launched.base_url if service.launched else None)
+    print(f"Host: the service {hosts.said()}", flush=True)
+    if service.launched is not None:  # its URL is known now; batches (and the key) may go there as to --base-url
+        service.key_allow_list = KeyAllowList.build(allowed=args.allow_base_url, base_url=default_base_url,
+                                                    node_urls=node.model_urls)
     if args.api_key_env:
-        if service.launched is not None:  # its URL is known now; the key may go there as to --base-url
-            service.key_allow_list = KeyAllowList.build(allowed=args.allow_base_url, base_url=default_base_url,
-                                                        node_urls=node.model_urls)
         print(f"API key ({args.api_key_env}): the service {service.key_allow_list.said()} (--allow-base-url adds "
               f"more)", flush=True)
+    print(f"base URLs: the service {service.key_allow_list.said(calls=True)} (--allow-base-url adds more)",
+          flush=True)
     host = f"[{args.host}]" if ":" in args.host else args.host
 
     def ready(port: int) -> None:  # the port accepts connections from here on
@@ -173,7 +183,7 @@ def rollout_server_command(args: argparse.Namespace) -> int:
 
     try:
         serve(service, host=args.host, port=args.port, default_base_url=default_base_url, auth_token=token,
-              max_request_bytes=max_bytes, log_level=args.log_level, on_ready=ready)
+              max_request_bytes=max_bytes, log_level=args.log_level, on_ready=ready, host_guard=hosts)
     except KeyboardInterrupt:  # SIGINT, raised again by uvicorn once it has shut down
         return 130
     finally:

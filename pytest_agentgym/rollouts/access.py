@@ -3,9 +3,11 @@
 Two guards, both decided when the service starts (docs/training.md, "Keys,
 callers and limits"):
 
-- :class:`KeyAllowList`: the base URLs the service sends its own API key
-  (``--api-key-env``) to. A batch names its model endpoint, so without a list
-  anyone who can post a batch could have the key sent to a server of theirs. By
+- :class:`KeyAllowList`: the base URLs the service calls at all, and sends its own
+  API key (``--api-key-env``) to. A batch names its model endpoint, so without a
+  list anyone who can post a batch could have the key sent to a server of theirs,
+  or, key or not, make the service request any URL it can reach (an internal admin
+  route, a port scan of its network). By
   default the list holds the endpoints the service was started with
   (``--base-url`` and the node profile's model endpoints); ``--allow-base-url``
   adds more. A URL is allowed when its scheme, host and port are those of an
@@ -24,7 +26,6 @@ Pytest-free and HTTP-framework-free (the middleware speaks plain ASGI).
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import json
 import os
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from urllib.parse import unquote, urlsplit
 import httpx
 
 from pytest_agentgym.rollouts.request import BadRollouts, openai_base, shown
+from pytest_agentgym.transport.host_guard import binds_loopback_only  # noqa: F401 - where cli/ imports it
 
 #: The fewest characters a caller token may have (a guessable token guards nothing).
 MIN_TOKEN_CHARS = 16
@@ -116,23 +118,13 @@ class KeyAllowList:
         """The entries as compared: ``scheme://host:port/path``."""
         return [entry.text for entry in self._entries]
 
-    def said(self) -> str:
-        """Where the key goes, as a sentence's end: ``sends it only to http://...``."""
+    def said(self, *, calls: bool = False) -> str:
+        """Where the key goes, as a sentence's end: ``sends it only to http://...``; with
+        ``calls``, which endpoints the service calls at all: ``calls only http://...``."""
         if not self._entries:
-            return ("sends it nowhere: it was started with no --base-url and no --allow-base-url, and its node's "
-                    "model endpoints have no URL")
-        return f"sends it only to {', '.join(self.describe())} and the paths below them"
-
-
-def binds_loopback_only(host: str) -> bool:
-    """Whether binding ``host`` reaches this machine only (127.0.0.0/8, ::1, localhost)."""
-    name = host.strip().strip("[]").lower()
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False  # a host name or an empty string: it may be reachable from elsewhere
+            return (f"{'calls no endpoint' if calls else 'sends it nowhere'}: it was started with no --base-url "
+                    f"and no --allow-base-url, and its node's model endpoints have no URL")
+        return f"{'calls only' if calls else 'sends it only to'} {', '.join(self.describe())} and the paths below them"
 
 
 def read_token(variable: str) -> str:

@@ -16,14 +16,21 @@ other refusals:
     401  the service was started with --auth-token-env and the request has no
          ``Authorization: Bearer <token>`` (rollouts/access.py; /health answers
          without it, saying only whether the service is up)
-    403  the batch names a base_url off the key allow-list while the service holds
-         an API key (it would have to send the key there, or play without it)
+    403  the batch names a base_url off the service's allow-list (--base-url, the
+         node's model endpoints, --allow-base-url): the service calls no other
+         endpoint, with or without an API key, and the answer is the same whether
+         or not anything listens there; or the request's Host is not one the
+         service answers (transport/host_guard.py: DNS rebinding; --allow-host)
     413  a body longer than --max-request-bytes (read no further than that)
+    415  a body sent as anything but Content-Type: application/json (a web page can
+         post text/plain to any origin without asking first; JSON it cannot)
     429  the batch would take the rollouts queued past --max-queued; Retry-After says
          when to send it again
     503  the service is shutting down
 
 An error message echoes what was sent only as a short prefix (request.shown).
+No answer carries CORS headers: a page of another origin can neither read one nor
+send a JSON body.
 """
 
 # no `from __future__ import annotations`: FastAPI reads the routes' annotations at runtime
@@ -113,6 +120,11 @@ def create_app(service: RolloutService, *, default_base_url: str | None = None,
         body = await read_body(request)
         if isinstance(body, JSONResponse):
             return body
+        kind = request.headers.get("content-type")
+        if not is_json(kind):
+            return bad(f"this service reads a batch only as Content-Type: application/json, and this request was "
+                       f"sent as {shown(kind) if kind is not None else 'no Content-Type'}; send the same JSON "
+                       f"object with the header 'Content-Type: application/json'", 415)
         try:
             parsed = json.loads(body)
         except ValueError:
@@ -120,11 +132,10 @@ def create_app(service: RolloutService, *, default_base_url: str | None = None,
         del body
         try:
             batch = parse_batch(parsed, service.node, default_base_url=default_base_url)
-            if service.api_key_env and not service.key_allow_list.allows(batch.base_url):
-                return bad(f"base_url {shown_url(batch.base_url)} is not on this service's key allow-list: it "
-                           f"holds an API key (--api-key-env {service.api_key_env}) and {service.key_allow_list.said()}"
-                           f"; if this endpoint is yours, start the service with --allow-base-url "
-                           f"{shown_url(batch.base_url)}", 403)
+            if not service.key_allow_list.allows(batch.base_url):  # asked before anything is sent there
+                return bad(f"base_url {shown_url(batch.base_url)} is not on this service's allow-list: it "
+                           f"{service.key_allow_list.said(calls=True)}; if this endpoint is yours, start the "
+                           f"service with --allow-base-url {shown_url(batch.base_url)}", 403)
             key_env = service.key_env_for(batch.base_url)
             api_key = read_api_key(key_env) if key_env else None
             await check_endpoint(http["client"], batch.base_url, batch.model, api_key)
@@ -163,6 +174,13 @@ def create_app(service: RolloutService, *, default_base_url: str | None = None,
     return app
 
 
+def is_json(content_type: str | None) -> bool:
+    """Whether a Content-Type is JSON's: ``application/json``, with parameters or not."""
+    if content_type is None:
+        return False
+    return content_type.split(";", 1)[0].strip().lower() == "application/json"
+
+
 def _json(content: Any) -> Any:
     """A JSON answer encoded at once (FastAPI's own encoder walks every value first:
     a large batch's conversations cost it many milliseconds per rollout)."""
@@ -192,7 +210,8 @@ async def _lines(pending: list[Pending], facts: dict[str, Any]) -> AsyncIterator
 
 def serve(service: RolloutService, *, host: str, port: int, default_base_url: str | None = None,
           auth_token: str | None = None, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-          log_level: str = "warning", on_ready: Callable[[int], None] | None = None) -> None:
+          log_level: str = "warning", on_ready: Callable[[int], None] | None = None,
+          host_guard: Any = None) -> None:
     """Serve until interrupted (SIGINT/SIGTERM); the service is closed on the way out.
 
     ``on_ready(port)`` is called once the port accepts connections (the port bound, which
@@ -200,15 +219,18 @@ def serve(service: RolloutService, *, host: str, port: int, default_base_url: st
     are cancelled first (:meth:`RolloutService.stop`), so that requests waiting on them
     are answered and uvicorn's wait for open connections ends; then the app's shutdown
     closes the service. uvicorn then raises the signal again, as its default handler
-    would have acted on it."""
+    would have acted on it. ``host_guard``: the :class:`~pytest_agentgym.transport.host_guard.HostGuard`
+    in front of everything (default: the one of ``host`` with no name added)."""
     import uvicorn
 
     from pytest_agentgym.rollouts.access import BearerAuth
+    from pytest_agentgym.transport.host_guard import HostGuard, HostGuardASGI
 
     app = create_app(service, default_base_url=default_base_url, max_request_bytes=max_request_bytes,
                      auth=auth_token is not None)
     if auth_token is not None:
         app = BearerAuth(app, auth_token)
+    app = HostGuardASGI(app, host_guard if host_guard is not None else HostGuard(host))  # before the token
 
     class Server(uvicorn.Server):
         async def startup(self, sockets: Any = None) -> None:

@@ -7,7 +7,8 @@ its own process. Each module named here exposes ``create_app() -> FastAPI``.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+import sys
+from typing import Any, Iterable
 
 #: server name -> module that builds its app
 EMBEDDED_SERVERS = {
@@ -65,17 +66,30 @@ KEEP_ALIVE_S = 75
 
 
 def serve(name: str, host: str = "127.0.0.1", port: int = 8000, log_level: str = "warning",
-          fast_path: bool = True) -> None:
+          fast_path: bool = True, allow_hosts: Iterable[str] | None = None) -> None:
     """Run one embedded server in this process until interrupted (blocking).
 
     ``fast_path``: serve well-formed hot requests through :class:`.fastpath.FastPath`
-    (byte-identical answers, less CPU); False runs the FastAPI app alone."""
+    (byte-identical answers, less CPU); False runs the FastAPI app alone.
+    ``allow_hosts``: the Host names it answers besides loopback and ``host``
+    (transport/host_guard.py; default: those of ``AGENTGYM_ALLOW_HOSTS``, comma-separated,
+    ``*`` for any); a request with another Host gets 403, every other is the app's."""
     import uvicorn
 
+    from pytest_agentgym.transport.host_guard import ALLOW_HOSTS_ENV, HostGuard, HostGuardASGI, names_from_env
+
+    try:
+        guard = HostGuard(host, names_from_env() if allow_hosts is None else allow_hosts,
+                          option=f"{ALLOW_HOSTS_ENV}=NAME")
+    except ValueError as exc:
+        raise SystemExit(f"pytest-agentgym serve {name}: {exc}") from None
     app = create_app(name)
     if fast_path:
         from pytest_agentgym.servers.embedded.fastpath import FastPath
 
         app = FastPath(app)
+    app = HostGuardASGI(app, guard)
+    if guard.everywhere or guard.any:  # a wildcard bind or '*': say which Host names it answers
+        print(f"pytest-agentgym serve {name}: {guard.said()}", file=sys.stderr, flush=True)
     uvicorn.run(app, host=host, port=port, log_level=log_level, workers=1,
                 timeout_keep_alive=KEEP_ALIVE_S)
