@@ -216,9 +216,12 @@ class SkippedLine:
     reason: str
     #: The last line, without its newline: a writer was stopped mid-write.
     torn: bool = False
+    #: What the line is, when it is neither torn nor unreadable (a record of a later
+    #: generation than its run's: :func:`~pytest_agentgym.results.reading.read_episodes_file`)
+    what: str = ""
 
     def __str__(self) -> str:
-        what = "a torn last line" if self.torn else "an unreadable line"
+        what = self.what or ("a torn last line" if self.torn else "an unreadable line")
         return f"{self.path}:{self.line}: skipped {what} ({self.reason})"
 
 

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
 from pathlib import Path
 from typing import Any, Iterable
 
 from pytest_agentgym.results.current import current_records
-from pytest_agentgym.results.lock import RunDirBusy, RunLock, this_process
+from pytest_agentgym.results.lock import RunDirBusy, RunLock, process_alive, this_process
+from pytest_agentgym.results.reading import LATER_GENERATION
 from pytest_agentgym.results.records import EpisodeRecord, RunInfo
 from pytest_agentgym.results.store import LATEST, RunDir
 
@@ -38,20 +38,6 @@ class LedgerError(ValueError):
 
 
 # -- the process that writes a run -------------------------------------------------------
-
-
-def process_alive(process: dict[str, Any]) -> bool | None:
-    """Whether the process that wrote a run still runs: True, False, or None when
-    this cannot be told from here (another host, or no process recorded)."""
-    import psutil
-
-    if not process or process.get("host") != socket.gethostname():
-        return None
-    try:
-        proc = psutil.Process(int(process["pid"]))
-        return abs(proc.create_time() - float(process.get("started", 0))) < 1.0
-    except (psutil.NoSuchProcess, psutil.AccessDenied, KeyError, TypeError, ValueError):
-        return False
 
 
 def settle_crashed(run_dir: RunDir) -> RunInfo | None:
@@ -153,6 +139,16 @@ def resolve_run_dir(value: str, reports: Path) -> Path:
     )
 
 
+def _later_lines(run_dir: RunDir, later: list[Any], generation: int) -> str:
+    """Why a run whose episodes.jsonl holds records of a later generation is not resumed: the
+    resume would write that generation, and those lines would count as its records."""
+    lines = ", ".join(str(s.line) for s in later[:8]) + (f", ... ({len(later) - 8} more)" if len(later) > 8 else "")
+    return (f"{run_dir.episodes_file} holds {len(later)} line(s) of a generation beyond the run's generation "
+            f"{generation} (run.json), at line(s) {lines}: they are no record of this run (edited by hand, copied "
+            f"from another run, or written by a bug), and a resume as generation {generation + 1} would count "
+            f"them as its own; delete those lines (or start a new run), then resume again")
+
+
 class RunLedger:
     """run.json and episodes.jsonl of one run, for the process that writes them."""
 
@@ -222,10 +218,14 @@ class RunLedger:
                 # the lock is free, yet its writer lives: a version of the plugin before the lock
                 raise LedgerError(f"run {info.run_id} in {path} is still running (process "
                                   f"{info.process.get('pid')}); wait for it or stop it before resuming")
+            records = run_dir.read_episodes()
+            later = [s for s in run_dir.skipped if s.what == LATER_GENERATION]
+            if later:
+                raise LedgerError(_later_lines(run_dir, later, info.generation))
         except BaseException:
             lock.release()
             raise
-        current = current_records(run_dir.read_episodes())
+        current = current_records(records)
         kept = {r.key: r for r in current if r.error is None}
         ledger = cls(run_dir, generation=info.generation + 1, previous=info, kept=kept)
         ledger.previous_stopped = dict(info.stopped_early)
@@ -258,6 +258,9 @@ class RunLedger:
                 info, started_at=self.previous.started_at,
                 resumed_at=self.previous.resumed_at + (utc_now(),),
                 notes=self.previous.notes + tuple(n for n in info.notes if n not in self.previous.notes))
+        taken = self.lock.taken_over if self.lock is not None else None
+        if taken and taken not in info.notes:
+            info = dataclasses.replace(info, notes=info.notes + (taken,))
         (self.run_dir.path / "logs").mkdir(parents=True, exist_ok=True)
         self.write(info)
         self._reserve_space()

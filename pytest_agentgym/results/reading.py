@@ -13,6 +13,10 @@ and trend, merge, resume and the rollout service all read a run's records throug
   file is append-only, so the first line is the first thing the run said of the
   episode; a later copy adds nothing), the others are left out and reported with both
   line numbers and whether the lines are the same bytes;
+* a record of a generation beyond the run's (run.json ``generation``, read from beside the
+  file: :func:`run_generation`) is no record of this run (a line edited by hand, copied
+  from another run or written by a bug): it is skipped and reported like a line that is no
+  record (:data:`LATER_GENERATION`), never counted as the newest word on its episode;
 * of the rest, each (env, task, repeat) counts once, in its newest generation
   (:func:`~pytest_agentgym.results.current.current_records`).
 
@@ -34,14 +38,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import orjson
+
 from pytest_agentgym.results import light_index
 from pytest_agentgym.results.current import Duplicate, Key, Records, current_records
 from pytest_agentgym.results.jsonl import UNREADABLE, SkippedLine, parse_fast, parse_line, read_numbered
 from pytest_agentgym.results.record_checks import check_record_data
 from pytest_agentgym.results.records import TURN_NAMES, TURN_REQUIRED, EpisodeRecord
 
-__all__ = ["EpisodesFile", "read_episodes_file", "read_record_at", "record_without_turns"]
+__all__ = ["LATER_GENERATION", "EpisodesFile", "read_episodes_file", "read_record_at", "record_without_turns",
+           "run_generation"]
 
+#: What a skipped line is (``SkippedLine.what``) when its record's generation is beyond the run's.
+LATER_GENERATION = "a record of a later generation than the run's"
 
 
 @dataclass
@@ -115,16 +124,65 @@ def record_without_turns(data: Any) -> EpisodeRecord:
     return EpisodeRecord._build({**data, "turns": ()})
 
 
+def run_generation(path: str | Path) -> int | None:
+    """The generation the run of ``path`` (its episodes.jsonl) is at: run.json's ``generation``
+    beside it (1 when run.json names none, as :class:`~pytest_agentgym.results.records.RunInfo`
+    reads it). None when there is no run.json that can be read (a file read on its own): then no
+    line is refused for its generation."""
+    try:
+        data = orjson.loads((Path(path).parent / "run.json").read_bytes())
+    except (OSError, ValueError):
+        return None
+    value = data.get("generation", 1) if isinstance(data, dict) else None
+    return value if type(value) is int and value >= 1 else None
+
+
+def _later_reason(generation: int, run: int) -> str:
+    return (f"its generation {generation} is beyond the run's generation {run} in run.json: it is no record "
+            f"of this run (a line edited by hand, copied from another run, or written by a bug); every reader "
+            f"leaves it out, and a resume refuses the run until the line is deleted")
+
+
+def without_later_generations(found: EpisodesFile, run: int | None) -> EpisodesFile:
+    """``found`` without its records (and duplicates) of a generation beyond ``run`` (the run's
+    generation; None: no limit), each moved to the skipped lines as :data:`LATER_GENERATION`."""
+    if run is None or (all(r.generation <= run for r in found.records)
+                       and all(d.generation <= run for d in found.duplicates)):
+        return found
+    name = str(found.path)
+    keep = [i for i, record in enumerate(found.records) if record.generation <= run]
+    later = [SkippedLine(name, line, _later_reason(record.generation, run), what=LATER_GENERATION)
+             for line, record in zip(found.lines, found.records) if record.generation > run]
+    later += [SkippedLine(name, d.line or 0, _later_reason(d.generation, run), what=LATER_GENERATION)
+              for d in found.duplicates if d.generation > run]
+    skipped = sorted([*found.skipped, *later], key=lambda s: s.line)
+    duplicates = [d for d in found.duplicates if d.generation <= run]
+    records = Records([found.records[i] for i in keep], duplicates=duplicates, skipped=skipped)
+    return EpisodesFile(found.path, records, [found.lines[i] for i in keep], skipped, duplicates,
+                        [found.offsets[i] for i in keep])
+
+
 def read_episodes_file(path: str | Path, convert: Callable[[Any], EpisodeRecord] = EpisodeRecord.from_line, *,
-                       parse: Callable[[bytes], Any] = parse_fast, keep_index: bool = False) -> EpisodesFile:
+                       parse: Callable[[bytes], Any] = parse_fast, keep_index: bool = False,
+                       generation: int | None = None) -> EpisodesFile:
     """Read the episode records of ``path`` (see the module docstring). ``convert`` makes a
     record of a line's JSON, with every check of ``check_record_data`` (the default,
     ``EpisodeRecord.from_line``; :func:`record_without_turns` keeps the record without its
     turns, and is answered from the file's light index when it has one that describes it as
     it is: :mod:`~pytest_agentgym.results.light_index`); ``parse`` reads a line's bytes.
     ``keep_index``: write that index from this reading (the report's, which reads every line
-    whole anyway). A missing file holds no record."""
+    whole anyway). ``generation``: the run's generation (default: run.json's beside the file,
+    :func:`run_generation`); a record beyond it is skipped (:func:`without_later_generations`;
+    the index keeps what the file holds, so it serves whatever run.json says). A missing file
+    holds no record."""
     path = Path(path)
+    run = generation if generation is not None else run_generation(path)
+    return without_later_generations(_read(path, convert, parse, keep_index), run)
+
+
+def _read(path: Path, convert: Callable[[Any], EpisodeRecord], parse: Callable[[bytes], Any],
+          keep_index: bool) -> EpisodesFile:
+    """:func:`read_episodes_file` but for the run's generation."""
     if convert is record_without_turns and parse is parse_fast:
         with _no_cycle_collection():
             indexed = light_index.load(path)

@@ -120,7 +120,7 @@ def _duplicates(runs: Sequence[ShardRun]) -> list[str]:
 def reading_notes(runs: Sequence[ShardRun]) -> list[str]:
     """What the merge says (and run.json keeps) of the shards' lines it left out: lines that are
     no record, and lines repeated byte for byte (kept once)."""
-    notes = [f"{r.name}: {len(r.skipped)} unreadable line(s) of its episodes.jsonl left out, e.g. {r.skipped[0]}"
+    notes = [f"{r.name}: {len(r.skipped)} line(s) of its episodes.jsonl that are no record left out, e.g. {r.skipped[0]}"
              for r in runs if r.skipped]
     for run in runs:
         same = [d for d in run.duplicates if d.identical]
