@@ -89,7 +89,7 @@ def load_run(run: str | Path | RunDir | LoadedRun, role: str) -> LoadedRun:
                            f"make it readable or {_GIVE}") from None
     records, skipped = found.records, found.skipped
     if not records:
-        detail = f" ({len(skipped)} line(s) that are no record skipped, e.g. {skipped[0]})" if skipped else ""
+        detail = f" ({len(skipped)} unreadable line(s) skipped, e.g. {skipped[0]})" if skipped else ""
         raise CompareError(f"{role} {run_dir.episodes_file} holds no readable episode{detail}; "
                            f"compare runs that played episodes")
     current = tuple(current_records(records))

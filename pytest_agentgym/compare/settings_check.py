@@ -9,7 +9,7 @@ model, the endpoint or the checkpoint: those differ on purpose.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from pytest_agentgym.config.tasks import describe_keys
 from pytest_agentgym.results import fingerprint
@@ -19,6 +19,16 @@ Key = tuple[str, int, int]
 _LABELS = ("in the baseline", "in the candidate")
 _NO_FINGERPRINT = ("{role} has no fingerprint (a run from an older pytest-agentgym): its max rounds, "
                    "sampling, prompts and servers cannot be checked")
+
+
+def _no_envs(role: str, info_envs: Any, plays: Iterable[str] | None) -> str:
+    """The line for a run with a fingerprint that holds none of the environments compared: it
+    did not play them (not a run from an older pytest-agentgym)."""
+    wanted = sorted(set(plays or ()))
+    which = f"environment(s) {', '.join(wanted)} that this run plays" if wanted else "the environments this run plays"
+    played = ", ".join(info_envs) if info_envs else "no environment"
+    return (f"the {role} has no episodes and no fingerprint of {which} (it played {played}); pick a {role} "
+            f"that played them, or leave them out of this run (--agentgym-envs, -k)")
 
 
 def _task_set_lines(base_keys: set[Key], cand_keys: set[Key]) -> list[str]:
@@ -39,7 +49,8 @@ def _task_set_lines(base_keys: set[Key], cand_keys: set[Key]) -> list[str]:
 
 
 def settings_differences(base_info: RunInfo, base_keys: set[Key], cand_fingerprint: Mapping[str, Any],
-                         cand_keys: set[Key], cand_version: str | None) -> list[str]:
+                         cand_keys: set[Key], cand_version: str | None, *,
+                         plays: Iterable[str] | None = None) -> list[str]:
     """One readable line per difference between a baseline run and a candidate that
     makes their episodes incomparable (empty when they measure the same thing).
 
@@ -47,13 +58,22 @@ def settings_differences(base_info: RunInfo, base_keys: set[Key], cand_fingerpri
     about to start, the collected ones); ``cand_fingerprint``: the candidate's run.json
     ``fingerprint`` (:func:`pytest_agentgym.results.fingerprint.build`); ``cand_version``: its
     pytest-agentgym version. A run without a fingerprint (older runs) gets a line
-    saying its settings cannot be checked.
+    saying its settings cannot be checked; a run whose fingerprint holds none of the
+    environments compared did not play them, and its line says so (``plays``: the
+    environments the candidate plays, named in it).
     """
     lines = _task_set_lines(set(base_keys), set(cand_keys))
     base_fp = base_info.fingerprint or {}
     for role, fp in (("baseline", base_fp), ("candidate", cand_fingerprint or {})):
-        if not fp.get("envs"):
+        if fp.get("envs"):
+            continue
+        if "envs" not in fp:  # written before runs had fingerprints
             lines.append(_NO_FINGERPRINT.format(role=role))
+        elif role == "baseline":
+            lines.append(_no_envs(role, base_info.environments, plays))
+        elif base_fp.get("envs"):  # (narrowed to the environments both hold: said once, above)
+            lines.append("the candidate has no episodes and no fingerprint of the environments compared; "
+                         "compare runs that played the same environments")
     if base_fp.get("envs") and (cand_fingerprint or {}).get("envs"):
         lines += fingerprint.differences({"envs": base_fp["envs"]}, {"envs": cand_fingerprint["envs"]},
                                          labels=_LABELS)
