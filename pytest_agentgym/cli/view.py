@@ -92,17 +92,23 @@ def runs_command(args: argparse.Namespace) -> int:
 
 def _figures(row: Any) -> str:
     """``BabyAI 55% 0.550, Maze 40% 0.100``: each environment's success rate and mean reward."""
+    from pytest_agentgym.results.shown import shown
+
     def one(env: str, f: Any) -> str:
         rate = "—" if f.success_rate is None else f"{f.success_rate:.0%}"
         reward = "—" if f.mean_reward is None else f"{f.mean_reward:.3f}"
-        return f"{env} {rate} {reward}"
+        return f"{shown(env)} {rate} {reward}"
 
     return ", ".join(one(env, f) for env, f in row.envs.items()) or "—"
 
 
 def table_lines(rows: Sequence[Any]) -> list[str]:
     """The rows as a terminal table: one line per run, then an indented line for each
-    run whose directory has a problem or whose status has a note."""
+    run whose directory has a problem or whose status has a note. Every string read from a
+    run directory is :func:`~pytest_agentgym.results.shown.shown`: no escape sequence reaches
+    the terminal."""
+    from pytest_agentgym.results.shown import shown
+
     header = ("RUN", "STATUS", "STARTED", "MODEL", "CHECKPOINT", "NODE", "EPISODES", "GATES",
               "SUCCESS MEAN-REWARD PER ENV")
     table = []
@@ -110,14 +116,14 @@ def table_lines(rows: Sequence[Any]) -> list[str]:
         run = row.key + (" (latest)" if row.latest else "")
         episodes = f"{row.episodes}" + (f"/{row.planned}" if row.planned else "") + (
             f" ({row.errors} err)" if row.errors else "")
-        table.append((run, row.status, row.date or "—", row.model or "—", row.checkpoint or "—", row.node or "—",
-                      episodes, row.gates_text(), _figures(row)))
+        cells = (run, row.status, row.date or "—", row.model or "—", row.checkpoint or "—", row.node or "—")
+        table.append((*map(shown, cells), episodes, shown(row.gates_text()), _figures(row)))
     widths = [max(len(line[i]) for line in [header, *table]) for i in range(len(header) - 1)]
     lines = []
     for number, line in enumerate([header, *table]):
         lines.append("  ".join(cell.ljust(width) for cell, width in zip(line, widths)) + "  " + line[-1])
         if number and rows[number - 1].problem:
-            lines.append(f"    ! {rows[number - 1].problem}")
+            lines.append(f"    ! {shown(rows[number - 1].problem)}")
     return [line.rstrip() for line in lines]
 
 
