@@ -30,7 +30,7 @@ def agentgym(cwd: Path, *args: str) -> subprocess.CompletedProcess:
 
 def make_project(root: Path, suites: dict[str, str]) -> Path:
     """``root`` with nodes/testnode.yaml (the reference agent, no latency) and ``suites`` (name -> YAML)."""
-    (root / "nodes").mkdir()
+    (root / "nodes").mkdir(parents=True)
     (root / "nodes" / "testnode.yaml").write_text(NODE.format(policy="reference", latency_ms=0))
     (root / "suites").mkdir()
     for name, body in suites.items():
