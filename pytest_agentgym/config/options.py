@@ -74,6 +74,15 @@ def parse_queue(text: str) -> Any:
     return QueueAddress.parse(parse_text(text), where="")
 
 
+def parse_nats(text: str) -> str:
+    """The events URL as given, once its auth and TLS keys check out (files there, variables set)."""
+    from pytest_agentgym.transport.nats_options import nats_server
+
+    text = parse_text(text)
+    nats_server(text)
+    return text
+
+
 def parse_names(text: str) -> tuple[str, ...]:
     names = tuple(part.strip() for part in str(text).split(",") if part.strip())
     if not names:
@@ -272,12 +281,16 @@ OPTIONS: tuple[Option, ...] = (
     Option("max_error_rate", "X", "share of an environment's episodes that may error before its gates "
            "are an ERROR", parse_fraction, "suite, node, 0.05"),
     Option("resume", "RUN_DIR", "continue a killed or errored run: keep its scored episodes, run the "
-           "missing and errored ones (a run directory, a run id, or latest)", parse_text, "none"),
+           "missing and errored ones (a run directory, a run id, or latest); it plays the run's whole "
+           "selection: -k, --agentgym-envs, --agentgym-tasks or paths that leave out an episode it has "
+           "left to play are refused (exit 4)", parse_text, "none"),
     Option("shard", "I/N|auto", "run only the I-th of N slices of the episodes, into reports/<run_id>/"
            "shard-I-of-N (auto: from the batch scheduler's variables); join them with pytest-agentgym merge",
            parse_shard, "none"),
     Option("retries", "N", "retries of an episode after an infrastructure error", parse_non_negative_int, "1"),
-    Option("nats", "URL", "publish events to this NATS server", parse_text, "node"),
+    Option("nats", "URL", "publish events to this NATS server (nats://HOST:PORT or tls://HOST:PORT, signing "
+           "in with ?creds=PATH, ?user=NAME&password_env=VAR, ?token_env=VAR, ...; docs/events.md)",
+           parse_nats, "node"),
     Option("queue", "URL", "coordinate a fleet: each episode goes to this NATS JetStream work queue "
            "(nats://HOST:PORT[?name=NAME&ack_wait=S&max_deliver=N]) and `pytest-agentgym worker` "
            "processes play them", parse_queue, "none: played here"),

@@ -87,6 +87,9 @@ def activate(config: pytest.Config) -> None:
             run.resources.processes = config.option.numprocesses  # replicas: auto follows them all
         config.pluginmanager.register(ControllerSession(config, run, xdist=uses_xdist(config)),
                                       "agentgym-session")
+        from pytest_agentgym.plugin.ahead import AheadReports  # a stopped run's records ahead of their items
+
+        config.pluginmanager.register(AheadReports(run), "agentgym-ahead")
         _stop_on_sigterm(config)
     else:
         config.pluginmanager.register(WorkerSession(config, run), "agentgym-session")

@@ -19,11 +19,20 @@ from pytest_agentgym.results.ledger import LedgerError, RunLedger
 Key = tuple[str, int, int]
 
 
-def resumable(ledger: RunLedger, fp: Mapping[str, Any], run_id: str) -> None:
-    """Refuse to resume a run whose fingerprint differs from ``fp``."""
+def resumable(ledger: RunLedger, fp: Mapping[str, Any], run_id: str, started: Sequence[str] | None = None) -> None:
+    """Refuse to resume a run whose fingerprint (the one its first start wrote: a resume never
+    rewrites it) differs from ``fp``, for every environment of ``fp``: those the resume plays and
+    those whose episodes it keeps. ``started``: the environments whose servers this resume
+    started; another's server identity cannot be known here and is not compared."""
     if not ledger.resuming:
         return
-    diffs = fingerprint.differences(ledger.previous.fingerprint, fp)
+    then = ledger.previous.fingerprint
+    if started is not None:
+        then_envs = then.get("envs") or {}
+        fp = {**fp, "envs": {env: (values if env in started or env not in then_envs
+                                   else {**values, "server": then_envs[env].get("server")})
+                             for env, values in (fp.get("envs") or {}).items()}}
+    diffs = fingerprint.differences(then, fp)
     if diffs:
         raise LedgerError(
             f"cannot resume run {run_id} ({ledger.run_dir.path}): these settings change what an "

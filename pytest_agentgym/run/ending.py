@@ -33,13 +33,16 @@ def end_info(info: RunInfo, done: Any, *, stopper: Any, resources: Any) -> RunIn
 def publish_end(publisher: Any, settings: Any, info: Any, summaries: Mapping[str, Any], verdicts: Sequence[Any],
                 status: str | None, counts: Mapping[str, int]) -> None:
     """One ``batch.completed`` per environment (not for a shard: its merge is the run),
-    then the run's final ``field.status``."""
-    from pytest_agentgym.results.events import batch_completed, field_status
+    then the run's final ``field.status``. A status the event's schema does not name yet
+    (``partial``: a run that ended without playing all it selected) goes out as
+    ``interrupted``, the wire's word for a run that did not play everything; run.json and
+    the event's ``counts`` (``planned``) say the rest."""
+    from pytest_agentgym.results.events import RUN_STATUSES, batch_completed, field_status
 
     for env, summary in summaries.items() if settings.shard is None else ():
         publisher.publish(batch_completed(settings.run_id, summary, [v for v in verdicts if v.env == env],
                                           node=settings.node, model=info.model, checkpoint=settings.checkpoint))
-    publisher.publish(field_status(info, status, dict(counts)))
+    publisher.publish(field_status(info, status if status in RUN_STATUSES else "interrupted", dict(counts)))
 
 
 def write_report(run_dir: Path, comparison: Any = None) -> tuple[Path | None, str | None]:

@@ -84,11 +84,9 @@ class EvaluationRun:
         self.comparisons: list = []
         #: a shard (--agentgym-shard): the whole selection's keys -> expected cost, before the split
         self.selection: dict[tuple[str, int, int], float] | None = None
-        #: the command line's paths hold suites (warm_up); only then is an endpoint chosen
-        #: only then: a run of other tests launches no reference agent for its header
+        #: the command line's paths hold suites (warm_up): only then is an endpoint chosen
         self.has_suites = True
-        #: why the run was stopped early (Ctrl-C, SIGTERM), set the moment it is: a second
-        #: Ctrl-C that cuts pytest's own handling short cannot make the run look complete
+        #: why the run was stopped early (Ctrl-C, SIGTERM), set at once: a second Ctrl-C cannot hide it
         self.interrupted_by: str | None = None
         #: why the gates were not judged (the run is partial), or None
         self.partial: str | None = None
@@ -182,13 +180,15 @@ class EvaluationRun:
             return
         self._began = True
         self.ledger.open_log(None if self.worker is None else self.worker.get("workerid"))
-        for name in env_names:  # their imports and templates, while the servers still boot
+        whole, judged = opening.whole_run(self)  # a resume: the run's selection, else refused (run/resuming.py)
+        for name in dict.fromkeys([*env_names, *judged]):  # imports and templates, while the servers boot
             self._adapter(name)
         chosen = self.resources.start_all(env_names)  # without a model: no server is left running
         if self.worker is None:  # the controller: run.json, `latest`, the events (run/opening.py)
             self.start_notices = opening.open_records(
                 self.settings, self.resources, self.ledger, chosen, env_names, plans=self.plans, rules=self.rules,
-                adapters=self._adapters, planned_keys=self.planned_keys, selection=self.selection)
+                adapters=self._adapters, planned_keys=self.planned_keys, selection=self.selection, judged=judged)
+        self.planned_keys = whole or self.planned_keys  # judged on the whole run, kept episodes included
         if chosen is not None:  # else every episode becomes an error record (see submit)
             self.resources.start_engine(self._adapters, concurrency=self.settings.concurrency,
                                         on_finished=self._episode_finished, kept=self.ledger.kept)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from pytest_agentgym.results.aggregate import EnvSummary
-from pytest_agentgym.results.gates import GateVerdict
+from pytest_agentgym.results.gates import NOT_JUDGED, GateVerdict
 from pytest_agentgym.results.ledger import final_status
 from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo
 from pytest_agentgym.run import ending
@@ -21,6 +21,10 @@ if TYPE_CHECKING:  # stopping is imported when a run stops early
     from pytest_agentgym.run.stopping import RunStops
 
 Key = tuple[str, int, int]
+
+#: run.json's status of a run that ended without playing every episode it selected and was
+#: neither interrupted nor crashed (``-x``, ``--maxfail``): its gates are NOT JUDGED
+PARTIAL = "partial"
 
 
 @dataclass
@@ -74,13 +78,25 @@ def conclude(records: Sequence[EpisodeRecord], *, settings: Any, plans: Mapping[
     played = len({r.key for r in records} & expected) if planned_keys else len(records)  # kept ones included
     partial = ending.partial_reason(status, abort_reason, played, len(expected))
     if partial is not None:
-        verdicts = [v.not_judged(partial) for v in verdicts]
+        verdicts = [v.not_judged(partial) for v in verdicts] + (
+            unplayed_gates(plans, summaries, verdicts, partial) if settings.shard is None else [])
+        if status not in ("interrupted", "crashed"):
+            status = PARTIAL  # ran to its end without playing all it selected (-x, --maxfail)
     counts = run_counts(records, verdicts, generation)
     if planned_keys:
         counts = {**counts, "planned": len(planned_keys)}
     if unplayed:
         counts = {**counts, "stopped_early": len(unplayed)}
     return Conclusion(summaries, verdicts, status, partial, counts, comparisons, internal_error)
+
+
+def unplayed_gates(plans: Mapping[str, EnvPlan], summaries: Mapping[str, EnvSummary], verdicts: Sequence[GateVerdict],
+                   why: str) -> list[GateVerdict]:
+    """The gates of the planned environments with no record at all (a partial run never
+    reached them): NOT JUDGED like the others, rather than missing from run.json."""
+    judged = {v.env for v in verdicts}
+    return [GateVerdict(env, str(gate), None, False, why, outcome=NOT_JUDGED)
+            for env, plan in plans.items() if env not in summaries and env not in judged for gate in plan.gates]
 
 
 def comparison_crashed(exc: Exception, envs: Sequence[str], plans: Mapping[str, EnvPlan],

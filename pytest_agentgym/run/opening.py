@@ -45,21 +45,39 @@ def run_info(settings: Any, chosen: Any, env_names: Sequence[str], fp: Mapping[s
         git_commit=git_commit(), baseline=s.baseline, fingerprint=dict(fp), notes=tuple(notes))
 
 
+def whole_run(run: Any) -> tuple[set | None, list[str]]:
+    """A resume's check that it selects its run's whole selection (run/resuming.py): the
+    selection (None when not resuming, or for a run that recorded none) and the environments
+    to fingerprint besides those it plays. A :class:`LedgerError` stops what was started."""
+    from pytest_agentgym.run import resuming
+
+    try:
+        return resuming.begin_resume(run)
+    except LedgerError:
+        run.resources.stop()
+        raise
+
+
 def open_records(settings: Any, resources: Any, ledger: Any, chosen: Any, env_names: Sequence[str], *,
                  plans: Mapping[str, Any], rules: Any, adapters: Mapping[str, Any], planned_keys: set,
-                 selection: Mapping[tuple[str, int, int], float] | None) -> list:
-    """The controller's start of the records: check that the run may resume and compare
-    with its baseline (a :class:`LedgerError` stops the servers ``resources`` started), begin
-    run.json (its notes: the endpoint's, the baseline's, the environments' data), point
-    ``latest`` at it (not for a shard), start the publisher and send ``started``. Returns
-    the start's notices (data notes, NATS/JetStream), for the plugin to show once."""
+                 selection: Mapping[tuple[str, int, int], float] | None, judged: Sequence[str] = ()) -> list:
+    """The controller's start of the records: check that the run may resume (every environment
+    of the run: those it plays and the ``judged`` ones it keeps) and compare with its baseline
+    (a :class:`LedgerError` stops the servers ``resources`` started), begin run.json (its notes:
+    the endpoint's, the baseline's, the environments' data; a resume keeps the run's fingerprint,
+    environments and selection), point ``latest`` at it (not for a shard), start the publisher
+    and send ``started``. Returns the start's notices (data notes, NATS/JetStream), for the
+    plugin to show once."""
+    from pytest_agentgym.run import resuming
+
     s = settings
-    fp = run_fingerprint(s, chosen, env_names, plans, rules, adapters, resources.server_identities)
+    every = list(dict.fromkeys([*env_names, *judged]))
+    fp = run_fingerprint(s, chosen, every, plans, rules, adapters, resources.server_identities)
     if resources.fleet is not None:  # a queue run: the workers' endpoint kind; every work item carries fp
         fp = resources.fleet.adopt_fingerprint(fp)
     planned = set(selection) if selection is not None else planned_keys  # a shard: all of it
     try:
-        checks.resumable(ledger, fp, s.run_id)
+        checks.resumable(ledger, fp, s.run_id, started=env_names)
         baseline_note = checks.comparable_with_baseline(s, fp, env_names, planned)
     except LedgerError:
         resources.stop()
@@ -68,6 +86,8 @@ def open_records(settings: Any, resources: Any, ledger: Any, chosen: Any, env_na
     data_notes = tuple(resources.data_notes.values())
     info = run_info(s, chosen, env_names, fp, resources.versions(),
                     (tuple(chosen.notes) if chosen else setup_note) + baseline_note + data_notes)
+    kept = resuming.kept_of_run(ledger.previous, fp, env_names, planned_keys | set(ledger.kept), s.command)
+    info = dataclasses.replace(info, settings={**info.settings, resuming.SELECTION: kept.pop("selection")}, **kept)
     if s.shard is not None:
         info = dataclasses.replace(info, shard=checks.shard_record(s, plans, selection, planned_keys))
     info = ledger.begin(info)
