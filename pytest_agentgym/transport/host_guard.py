@@ -103,7 +103,8 @@ def names_from_env(environ: dict[str, str] | None = None) -> list[str]:
 
 class HostGuard:
     """The ``Host`` names one server answers (see the module). ``option`` is how its
-    user adds a name (``--allow-host NAME``), said in refusals; raises :class:`ValueError`
+    user adds a name, ``NAME`` standing for it (``--allow-host NAME``, ``AGENTGYM_ALLOW_HOSTS=NAME``),
+    said in refusals; raises :class:`ValueError`
     naming ``option`` for an added name that is no host name."""
 
     def __init__(self, bound: str, allowed: Iterable[str] = (), *, option: str = "--allow-host NAME") -> None:
@@ -127,7 +128,7 @@ class HostGuard:
             bare = raw.strip("[]")
             name = str(ipaddress.ip_address(bare)) if _is_address(bare) else host_name(raw)
             if name is None or (":" in raw and not _is_address(bare)):
-                raise ValueError(f"{option.split()[0]} {given!r} is not a host name: give a name such as "
+                raise ValueError(f"{option.replace('NAME', repr(given))} is not a host name: give a name such as "
                                  f"trainer.example.org or an address such as 10.0.0.5 (no scheme, path or port), "
                                  f"or * to answer any Host")
             names.add(name)
@@ -147,7 +148,7 @@ class HostGuard:
         """What a refused request is told: its Host, and the option that would allow it."""
         shown = json.dumps((header or "")[:100])
         name = host_name(header or "")
-        hint = f"{self.option.split()[0]} {name}" if name else self.option
+        hint = self.option.replace("NAME", name) if name else self.option
         return (f"this server does not answer for Host {shown}: it answers only {self.listed()} (a page whose "
                 f"name resolves to this machine must not read it); reach it by one of those names, or start it "
                 f"with {hint} if that name is yours")
