@@ -54,7 +54,10 @@ def create_app(name: str) -> Any:
     why = missing_requirements(name)
     if why:
         raise SystemExit(f"pytest-agentgym serve {name}: {why}")
-    return importlib.import_module(module).create_app()
+    from pytest_agentgym.servers.embedded.limits import limit_step_bodies
+
+    # a /step body over limits.MAX_STEP_BODY is refused before it is read, for every server
+    return limit_step_bodies(importlib.import_module(module).create_app())
 
 
 #: How long an idle keep-alive connection stays open (uvicorn's default is 5 s). The

@@ -71,7 +71,7 @@ from typing import Any
 from fastapi import FastAPI
 from pydantic import BaseModel
 
-from pytest_agentgym.servers.embedded.limits import CappedEnvs, cap_from_env, explain
+from pytest_agentgym.servers.embedded.limits import Action, CappedEnvs, cap_from_env, explain
 from pytest_agentgym.servers.embedded.alfworld_tasks import (
     DATA_ENV,
     UnknownGame,
@@ -96,7 +96,7 @@ WORLD_TYPES = ("Text", "Embody", "Hybrid")
 
 class StepRequestBody(BaseModel):
     id: int
-    action: str
+    action: Action
 
 
 class ResetRequestBody(BaseModel):

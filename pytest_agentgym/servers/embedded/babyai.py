@@ -41,7 +41,7 @@ from pydantic import BaseModel
 from pytest_agentgym.servers.embedded.babyai_actions import ActionTable
 from pytest_agentgym.servers.embedded.babyai_levels import level_of, make_level, reset_like_original
 from pytest_agentgym.servers.embedded.babyai_text import action_list_suffix, describe, read_view
-from pytest_agentgym.servers.embedded.limits import CapReached, CappedEnvs, cap_from_env, explain
+from pytest_agentgym.servers.embedded.limits import Action, CapReached, CappedEnvs, cap_from_env, explain
 
 GREETING = "This is environment BabyAI."
 NOT_RECOGNIZED = "The action is not recognized. Please check valid actions."
@@ -336,7 +336,7 @@ class BabyAIServer:
 
 class StepRequestBody(BaseModel):
     id: int
-    action: str
+    action: Action
 
 
 class ResetRequestBody(BaseModel):

@@ -51,6 +51,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Match
 
+from pytest_agentgym.servers.embedded.limits import content_length
+
 Scope = dict[str, Any]
 Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -82,6 +84,9 @@ class _Plan:
     is_coroutine: bool
     query: list[Any]
     body: list[Any]
+    #: the largest body served here (a route behind limits.BodyLimit: its limit, which it
+    #: then answers itself)
+    max_body: int = 0
     served: int = 0
     handed_over: int = 0
 
@@ -127,7 +132,8 @@ def _plans(app: FastAPI) -> dict[tuple[str, str], _Plan]:
             call = route.dependant.call
             plans[(method, route.path)] = _Plan(
                 f"{method} {route.path}", route, call, inspect.iscoroutinefunction(call),
-                list(route.dependant.query_params), list(route.dependant.body_params))
+                list(route.dependant.query_params), list(route.dependant.body_params),
+                min(MAX_BODY, getattr(route.app, "max_body", MAX_BODY)))
     return plans
 
 
@@ -174,7 +180,12 @@ class FastPath:
             await self.app(scope, receive, send)
             return
         if plan.body:
-            body, more, last = await _read_body(receive)
+            declared = content_length(scope)
+            if declared is not None and declared > plan.max_body:  # the app's answer, unread
+                plan.handed_over += 1
+                await self.app(scope, receive, send)
+                return
+            body, more, last = await _read_body(receive, plan.max_body)
             try:
                 if more is not None:  # too large, or the client went away: FastAPI decides
                     raise _HandOver()
@@ -268,7 +279,7 @@ class FastPath:
         }
 
 
-async def _read_body(receive: Receive) -> tuple[bytes, bool | None, Message | None]:
+async def _read_body(receive: Receive, max_body: int) -> tuple[bytes, bool | None, Message | None]:
     """The request body: (bytes, None, None) when it was read whole; otherwise what was
     read, whether more follows and the last message, for :func:`_replay`."""
     chunks: list[bytes] = []
@@ -282,7 +293,7 @@ async def _read_body(receive: Receive) -> tuple[bytes, bool | None, Message | No
         size += len(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks), None, None
-        if size > MAX_BODY:
+        if size > max_body:
             return b"".join(chunks), True, None
 
 

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
+from typing import Annotated, Any, Callable, Generic, Iterator, Mapping, TypeVar
+
+from pydantic import AfterValidator
 
 V = TypeVar("V")
 
@@ -208,3 +210,112 @@ class CappedEnvs(Generic[V]):
             "closed_for_cap": self.closed_count,
             **extra,
         }
+
+
+# --------------------------------------------------------------------------- the actions a /step takes
+
+#: The largest ``POST /step`` body an embedded server reads, in bytes (64 KiB: an action of
+#: AgentGym's environments is a line, a SQL query at most a few KiB). A larger one is
+#: refused with HTTP 413 and a ``{"detail": ...}`` body before it is read (from its
+#: ``Content-Length``, or as soon as the bytes read pass the limit), on the event loop: no
+#: worker thread, no JSON parse, no game sees it. docs/servers.md, "Big and broken actions".
+MAX_STEP_BODY = 64 * 1024
+#: the routes it holds for (under any prefix: ``/maze/step``)
+STEP_ROUTES = ("/step", "/step_visual")
+
+
+def content_length(scope: Mapping[str, Any]) -> int | None:
+    """The request's ``Content-Length`` as a number, or None (absent or not a number)."""
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def too_large(size: str, limit: int) -> str:
+    """The ``detail`` of a refused body: how big it was (``size``), the limit, what to do."""
+    return (f"the request body ({size}) is larger than this server reads for a step ({limit} bytes, "
+            f"MAX_STEP_BODY in servers/embedded/limits.py): an action is one command, not a document; "
+            f"send a shorter action")
+
+
+class BodyLimit:
+    """ASGI wrapper of one route's app: a body over ``max_body`` bytes is answered 413
+    without being read further (see :data:`MAX_STEP_BODY`); a smaller one is read and
+    handed to the app whole. ``max_body`` is read by the fast path (fastpath.py), which
+    hands a larger body to the app and so to this wrapper."""
+
+    def __init__(self, app: Any, max_body: int) -> None:
+        self.app = app
+        self.max_body = max_body
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        declared = content_length(scope)
+        if declared is not None and declared > self.max_body:
+            await self._refuse(scope, receive, send, f"{declared} bytes")
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away: the app sees it too
+                chunks_message = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+                await self.app(scope, _replayed([chunks_message, message], receive), send)
+                return
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.max_body:
+                await self._refuse(scope, receive, send, f"more than {self.max_body} bytes")
+                return
+            if not message.get("more_body", False):
+                break
+        whole = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        await self.app(scope, _replayed([whole], receive), send)
+
+    async def _refuse(self, scope: Any, receive: Any, send: Any, size: str) -> None:
+        from fastapi.responses import JSONResponse
+
+        await JSONResponse({"detail": too_large(size, self.max_body)}, status_code=413)(scope, receive, send)
+
+
+def _replayed(messages: list[dict[str, Any]], receive: Any) -> Any:
+    pending = list(messages)
+
+    async def replayed() -> Any:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replayed
+
+
+def limit_step_bodies(app: Any, max_body: int = MAX_STEP_BODY) -> Any:
+    """Put :class:`BodyLimit` in front of every ``POST .../step`` route of the FastAPI
+    ``app`` (:data:`STEP_ROUTES`); returns ``app``. Each embedded server's app gets it
+    when it is made (``servers.embedded.create_app``)."""
+    for route in app.router.routes:
+        path = getattr(route, "path", "")
+        if "POST" in (getattr(route, "methods", None) or ()) and path.endswith(STEP_ROUTES) \
+                and not isinstance(route.app, BodyLimit):
+            route.app = BodyLimit(route.app, max_body)
+    return app
+
+
+def replace_lone_surrogates(text: str) -> str:
+    """``text`` with every lone surrogate (``"\\udc80"``, which JSON may carry but UTF-8
+    cannot) replaced by U+FFFD, so that whatever the game keeps of an action can be
+    answered later (a pair of surrogates, already one character here, is kept)."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+#: The type of every embedded server's ``action`` field: a string whose lone surrogates are
+#: replaced (:func:`replace_lone_surrogates`) as the body is read, by FastAPI and the fast
+#: path alike, so no game keeps a character its answers could not encode.
+Action = Annotated[str, AfterValidator(replace_lone_surrogates)]

@@ -30,7 +30,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 
 from pytest_agentgym.servers.embedded import maze_game, wordle_game
-from pytest_agentgym.servers.embedded.limits import CappedEnvs, cap_from_env
+from pytest_agentgym.servers.embedded.limits import Action, CappedEnvs, cap_from_env
 from pytest_agentgym.servers.embedded.maze_game import MazeGame, StartRejected
 from pytest_agentgym.servers.embedded.wordle_game import WordleGame
 
@@ -44,7 +44,7 @@ WORDLE_MAX_ENVS_ENV = "AGENTGYM_WORDLE_MAX_ENVS"
 
 class MazeStepBody(BaseModel):
     id: int
-    action: str
+    action: Action
 
 
 class MazeResetBody(BaseModel):
@@ -54,7 +54,7 @@ class MazeResetBody(BaseModel):
 
 class WordleStepBody(BaseModel):
     id: int
-    action: str
+    action: Action
 
 
 class WordleResetBody(BaseModel):

@@ -64,6 +64,7 @@ from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel
 
 from pytest_agentgym.servers.embedded.limits import (
+    Action,
     REMEMBERED_CLOSURES,
     CapReached,
     CappedEnvs,
@@ -82,7 +83,7 @@ MAX_ENVS_ENV = "AGENTGYM_SCIWORLD_MAX_ENVS"
 
 class StepRequestBody(BaseModel):
     id: int
-    action: str
+    action: Action
 
 
 class ResetRequestBody(BaseModel):

@@ -53,7 +53,7 @@ from typing import Any, Callable
 from fastapi import FastAPI
 from pydantic import BaseModel
 
-from pytest_agentgym.servers.embedded.limits import CappedEnvs, cap_from_env, on_worker
+from pytest_agentgym.servers.embedded.limits import Action, CappedEnvs, cap_from_env, on_worker
 from pytest_agentgym.servers.embedded.sqlgym_bird import (
     BIRD_PATH_ENV,
     BirdDataError,
@@ -77,7 +77,7 @@ STATE_CHARS = 100
 
 class StepQuery(BaseModel):
     env_idx: int
-    action: str
+    action: Action
 
 
 class ResetQuery(BaseModel):

@@ -48,7 +48,7 @@ from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel
 
-from pytest_agentgym.servers.embedded.limits import CappedEnvs, cap_from_env, explain
+from pytest_agentgym.servers.embedded.limits import Action, CappedEnvs, cap_from_env, explain
 from pytest_agentgym.servers.embedded.textcraft_tasks import TaskOutOfRange, TaskSet, shipped_tasks
 from pytest_agentgym.servers.embedded.textcraft_world import CraftingSession
 
@@ -66,7 +66,7 @@ class CreateRequestBody(BaseModel):
 
 class StepRequestBody(BaseModel):
     id: int
-    action: str
+    action: Action
 
 
 class ResetRequestBody(BaseModel):

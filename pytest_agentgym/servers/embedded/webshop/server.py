@@ -51,7 +51,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from pytest_agentgym.servers.embedded.limits import CappedEnvs, cap_from_env, explain, on_worker
+from pytest_agentgym.servers.embedded.limits import Action, CappedEnvs, cap_from_env, explain, on_worker
 from pytest_agentgym.servers.embedded.webshop.session import (
     Catalogue,
     IndexLike,
@@ -75,7 +75,7 @@ NOT_COMPARABLE = ("WebShop plays the project catalogue: not comparable with publ
 
 class StepQuery(BaseModel):
     env_idx: int
-    action: str
+    action: Action
 
 
 class ResetQuery(BaseModel):
