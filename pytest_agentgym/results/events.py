@@ -44,8 +44,8 @@ FIELD_STATUS = "agentgym.field.status.v1"
 SUBJECTS = (EPISODE_COMPLETED, BATCH_COMPLETED, FIELD_STATUS)
 
 #: Values ``field_status`` accepts for ``status``.
-RUN_STATUSES = ("started", "finished", "finished-with-errors", "no-episode-scored", "interrupted",
-                "crashed")
+RUN_STATUSES = ("started", "finished", "finished-with-errors", "no-episode-scored", "partial",
+                "interrupted", "crashed")
 
 #: Error messages are cut to this many characters in payloads (the full text
 #: stays in episodes.jsonl).

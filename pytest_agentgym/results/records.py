@@ -39,9 +39,10 @@ Outcome = Literal["passed", "failed", "unsolved", "error"]
 
 #: Where a run stands (run.json ``status``): ``running``; at the end ``finished``
 #: (every episode scored), ``finished-with-errors``, ``no-episode-scored``,
+#: ``partial`` (ended without playing every episode it selected: ``-x``, ``--maxfail``),
 #: ``interrupted`` (SIGINT/SIGTERM, a full disk); ``crashed`` (found later: the
 #: run.json still says running but its process is gone).
-RUN_STATUSES = ("running", "finished", "finished-with-errors", "no-episode-scored",
+RUN_STATUSES = ("running", "finished", "finished-with-errors", "no-episode-scored", "partial",
                 "interrupted", "crashed")
 
 

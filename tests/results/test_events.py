@@ -142,7 +142,7 @@ def test_field_status_timestamps_and_counts_default_from_the_run_info():
     finished = field_status(ended, "finished")
     assert finished.msg_id == "run-7:status:finished:2025-02-03T06:00:00Z"
     assert finished.payload["counts"] == {"passed": 2}
-    with pytest.raises(ValueError, match="not one of started, finished, finished-with-errors, no-episode-scored, interrupted, crashed"):
+    with pytest.raises(ValueError, match="not one of started, finished, finished-with-errors, no-episode-scored, partial, interrupted, crashed"):
         field_status(INFO, "running")
 
 
