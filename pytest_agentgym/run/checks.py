@@ -78,7 +78,8 @@ def comparable_with_baseline(settings: Any, fp: Mapping[str, Any], env_names: Se
     diffs = settings_differences(
         dataclasses.replace(base.info, fingerprint=base_fp), {k for k in base.keys if k[0] in names},
         {**fp, "envs": {n: v for n, v in fp["envs"].items() if n in names}},
-        {k for k in planned if k[0] in names}, __version__)
+        {k for k in planned if k[0] in names}, __version__,
+        plays=sorted(set(env_names) - {key[0] for key in base.keys}))
     if diffs and not s.allow_mismatch:
         raise LedgerError(
             f"--agentgym-baseline={s.baseline}: this run would not measure what the baseline measured:\n  - "
