@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Callable, Iterator
 
+from pytest_agentgym.results.shown import shown_lines
+
 def judging_options(command: argparse.ArgumentParser) -> None:
     """The options of a paired comparison, shared by compare and trend."""
     command.add_argument("--metric", choices=("success", "reward"), default="success",
@@ -42,7 +44,7 @@ def reader_warnings(command: str) -> Iterator[None]:
         text = str(message)
         if text not in shown:
             shown.add(text)
-            print(f"pytest-agentgym {command}: warning: {text}", file=sys.stderr)
+            print(shown_lines(f"pytest-agentgym {command}: warning: {text}"), file=sys.stderr)
 
     with warnings.catch_warnings():
         warnings.simplefilter("always", UserWarning)
@@ -113,7 +115,7 @@ def _refused(command: str, run_dir: str) -> bool:
     """Whether ``run_dir`` is refused as no run directory (then said in one line on stderr)."""
     refusal = not_a_run_dir(Path(run_dir))
     if refusal is not None:
-        print(f"pytest-agentgym {command}: {refusal}", file=sys.stderr)
+        print(shown_lines(f"pytest-agentgym {command}: {refusal}"), file=sys.stderr)
     return refusal is not None
 
 
@@ -159,7 +161,7 @@ def _compare_runs(args: argparse.Namespace) -> int:
             allow_mismatch=args.allow_mismatch,
             max_error_rate=DEFAULT_MAX_ERROR_RATE if args.max_error_rate is None else args.max_error_rate)
     except (LedgerError, CompareError) as exc:
-        print(f"pytest-agentgym compare: {exc}", file=sys.stderr)
+        print(shown_lines(f"pytest-agentgym compare: {exc}"), file=sys.stderr)
         return 2
     if args.html is not None:
         from pytest_agentgym.report.compare_view import write_compare_html
@@ -172,10 +174,10 @@ def _compare_runs(args: argparse.Namespace) -> int:
         print(json.dumps(comparison.to_json(), indent=2, ensure_ascii=False))
     else:
         for mismatch in comparison.mismatches:
-            print(f"settings differ (allowed): {mismatch}")
-        print("\n".join(comparison.lines()))
-        print(f"compare: {comparison.verdict.upper()} ({comparison.candidate_run_id} against "
-              f"{comparison.base_run_id})")
+            print(shown_lines(f"settings differ (allowed): {mismatch}"))
+        print(shown_lines("\n".join(comparison.lines())))
+        print(shown_lines(f"compare: {comparison.verdict.upper()} ({comparison.candidate_run_id} against "
+                          f"{comparison.base_run_id})"))
     return comparison.exit_code(strict=args.strict)
 
 
@@ -209,9 +211,9 @@ def trend_command(args: argparse.Namespace) -> int:
                 runs, metric=args.metric, margin=args.margin, alpha=args.alpha, allow_mismatch=args.allow_mismatch,
                 max_error_rate=DEFAULT_MAX_ERROR_RATE if args.max_error_rate is None else args.max_error_rate)
     except (LedgerError, CompareError) as exc:
-        print(f"pytest-agentgym trend: {exc}", file=sys.stderr)
+        print(shown_lines(f"pytest-agentgym trend: {exc}"), file=sys.stderr)
         return 2
-    print("\n".join(trend.lines()))
+    print(shown_lines("\n".join(trend.lines())))
     if args.html is not None:
         written = _write_html("trend", args.html, lambda target: write_trend_html(trend, target))
         if written is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["shown"]
+__all__ = ["shown", "shown_lines"]
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _CONTROL_BUT_TAB = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
@@ -27,3 +27,9 @@ def shown(text: object, *, tab: bool = False) -> str:
     and tab too, which would break a table's line; ``tab=True`` keeps tabs), DEL and C1."""
     value = text if isinstance(text, str) else str(text)
     return (_CONTROL_BUT_TAB if tab else _CONTROL).sub(_escape, value)
+
+
+def shown_lines(text: object) -> str:
+    """``text`` line by line through :func:`shown` (tabs kept): for a block of output whose
+    line breaks are its own (compare's and trend's lines, a warning that quotes a run)."""
+    return "\n".join(shown(line, tab=True) for line in str(text).split("\n"))

@@ -37,3 +37,17 @@ def test_runs_shows_control_characters_of_names_and_run_json_strings(tmp_path):
 def test_shown_escapes_c0_del_and_c1_and_keeps_the_rest():
     assert shown("a\x1b[31mb\x7f\x85\u200bé\t") == r"a\x1b[31mb\x7f\x85" + "\u200bé" + r"\x09"
     assert shown("tab\tkept", tab=True) == "tab\tkept"
+
+
+def test_compare_and_trend_show_control_characters_of_run_json_strings(tmp_path):
+    """compare's and trend's text (their lines quote run ids, models and notes) goes through the
+    same escaping: a run id that sets the window title is printed as its escapes."""
+    reports = tmp_path / "reports"
+    for run_id in (NAME, "plain"):
+        write_run(reports, make_info(run_id, model=MODEL), [make_episode("Maze", t, run_id=run_id) for t in range(3)])
+    for command in (("compare", NAME, "plain"), ("trend", NAME, "plain")):
+        result = agentgym(tmp_path, *command, "--reports", str(reports), "--allow-mismatch")
+        assert result.returncode in (0, 1), result.stdout + result.stderr
+        output = result.stdout + result.stderr
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", output), (command, output)
+        assert r"evil\x1b]0;pwned\x07\x1b[2J" in output, (command, output)
