@@ -37,7 +37,8 @@ def test_a_killed_env_server_gives_per_rollout_errors_not_a_failed_batch(agent, 
     env = ManagedServer("TextCraft", command=embedded_command("textcraft"), port=free_port(),
                         log_path=tmp_path / "textcraft.log").start()
     (tmp_path / "attached.yaml").write_text(ATTACH_NODE.format(url=env.url))
-    service = rollout_server(tmp_path / "service", "--node", str(tmp_path / "attached.yaml"))
+    service = rollout_server(tmp_path / "service", "--node", str(tmp_path / "attached.yaml"), "--allow-base-url",
+                             agent.url)
     try:
         body = {"env": "TextCraft", "model": "reference", "base_url": agent.url, "ids": [0, 1], "max_round": 10}
         before = post(service, body)
@@ -71,7 +72,8 @@ def test_a_killed_env_server_gives_per_rollout_errors_not_a_failed_batch(agent, 
 def test_an_env_server_that_cannot_start_errors_each_rollout(agent, tmp_path):
     dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     (tmp_path / "attached.yaml").write_text(ATTACH_NODE.format(url=dead))
-    service = rollout_server(tmp_path / "service", "--node", str(tmp_path / "attached.yaml"))
+    service = rollout_server(tmp_path / "service", "--node", str(tmp_path / "attached.yaml"), "--allow-base-url",
+                             agent.url)
     try:
         answer = post(service, {"env": "textcraft", "model": "reference", "base_url": agent.url, "ids": [0, 1]})
         assert answer.status_code == 200, answer.text
@@ -93,7 +95,7 @@ def test_each_rollout_is_an_episode_event_on_nats(agent, tmp_path):
             nonlocal service
             async with Subscriber(nats.url) as seen:
                 service = await asyncio.to_thread(rollout_server, tmp_path / "service", "--nats", nats.url,
-                                                  run_id="published")
+                                                  "--allow-base-url", agent.url, run_id="published")
                 body = {"env": "TextCraft", "model": "reference", "base_url": agent.url, "ids": [0, 1], "n": 2,
                         "sampling": {"temperature": 1.0}}
                 answer = await asyncio.to_thread(post, service, body)

@@ -61,10 +61,12 @@ def test_the_key_reaches_only_allow_listed_endpoints(tmp_path):
         endpoint.stop()
 
 
-def test_a_service_without_a_key_plays_any_endpoint_with_none(tmp_path):
-    other = header_log(tmp_path, "any-endpoint")
+def test_a_service_without_a_key_plays_an_allow_listed_endpoint_with_none(tmp_path):
+    """Without --api-key-env the service sends no key, also to an endpoint on its list (a base_url
+    off the list is refused with or without a key: tests/rollouts/test_rollout_web_callers.py)."""
+    other = header_log(tmp_path, "listed-endpoint")
     # the variable is in its environment, but nothing names it: the service holds no key
-    service = guarded_service(tmp_path / "service", env={"ROLLOUT_TEST_KEY": KEY})
+    service = guarded_service(tmp_path / "service", "--allow-base-url", other.url, env={"ROLLOUT_TEST_KEY": KEY})
     try:
         answer = post(service, {**BODY, "base_url": other.url})
         assert answer.status_code == 200, answer.text
@@ -120,7 +122,8 @@ def test_a_start_that_would_be_unsafe_is_refused(tmp_path, args, env, said):
 
 def test_the_queue_has_a_cap_and_a_full_one_says_when_to_come_back(tmp_path):
     agent = slow_agent(tmp_path, 500)  # one reply per half second: nothing finishes during the burst
-    service = guarded_service(tmp_path / "service", "--max-queued", "60", "--concurrency", "1")
+    service = guarded_service(tmp_path / "service", "--max-queued", "60", "--concurrency", "1",
+                              "--allow-base-url", agent.url)
     body = {**BODY, "model": "reference", "base_url": agent.url, "n": 20, "max_round": 3,
             "sampling": {"temperature": 1.0}}
     seen = []
@@ -152,7 +155,8 @@ def test_the_queue_has_a_cap_and_a_full_one_says_when_to_come_back(tmp_path):
 
 def test_sigterm_with_work_queued_ends_interrupted_without_a_traceback(tmp_path):
     agent = slow_agent(tmp_path, 300)
-    service = guarded_service(tmp_path / "service", "--concurrency", "1", run_id="stopped")
+    service = guarded_service(tmp_path / "service", "--concurrency", "1", "--allow-base-url", agent.url,
+                              run_id="stopped")
     body = {**BODY, "model": "reference", "base_url": agent.url, "max_round": 3, "sampling": {"temperature": 1.0}}
     waiting: dict[str, object] = {}
     try:
@@ -195,7 +199,7 @@ def test_sigterm_with_work_queued_ends_interrupted_without_a_traceback(tmp_path)
 
 def test_bodies_have_a_limit_and_errors_echo_only_a_prefix(tmp_path):
     endpoint = header_log(tmp_path, "listing-endpoint")  # lists its one model
-    service = guarded_service(tmp_path / "service")
+    service = guarded_service(tmp_path / "service", "--allow-base-url", endpoint.url)
     try:
         huge = json.dumps({**BODY, "model": "x" * 10_000_000, "base_url": endpoint.url})
         said = post(service, huge)  # Content-Length says it at once

@@ -29,7 +29,8 @@ envs: {servers: spawn}
 def test_a_trainers_endpoint_killed_mid_batch_is_waited_for(tmp_path, agents):  # noqa: F811
     agent = agents()
     (tmp_path / "node.yaml").write_text(NODE)
-    service = rollout_server(tmp_path / "service", "--node", str(tmp_path / "node.yaml"), run_id="outage")
+    service = rollout_server(tmp_path / "service", "--node", str(tmp_path / "node.yaml"), "--allow-base-url",
+                             agent.url, run_id="outage")
     run_dir = tmp_path / "service" / "reports" / "outage"
     answers: list = []
     try:

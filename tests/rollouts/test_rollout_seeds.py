@@ -157,7 +157,8 @@ def played(tmp_path_factory):
     (base / "sampled.yaml").write_text(NODE)
     agent = reference_agent(base)
     relay = Relay(agent.url)
-    service = rollout_server(base / "service", "--node", str(base / "sampled.yaml"), "--concurrency", "4")
+    service = rollout_server(base / "service", "--node", str(base / "sampled.yaml"), "--concurrency", "4",
+                             "--allow-base-url", relay.url)
     yield service, relay
     service.stop()
     relay.stop()

@@ -23,6 +23,7 @@ from pytest_agentgym.rollouts.request import episode_seed
 
 pytestmark = pytest.mark.heavy
 
+UNREACHABLE = "http://127.0.0.1:9"  # the discard port: nothing listens there
 ISSUE_BODY = {"env": "textcraft", "model": "reference", "base_url": None, "ids": [0, 1, 2, 3], "max_round": 10}
 
 
@@ -32,7 +33,9 @@ def stack(tmp_path_factory):
     base = tmp_path_factory.mktemp("rollouts")
     agent = reference_agent(base)
     model = logprob_model(base)
-    service = rollout_server(base / "service", "--node", "local", "--concurrency", "4")
+    # the service calls only the endpoints it was started with (3: a closed port, for the 400 of an unreachable one)
+    service = rollout_server(base / "service", "--node", "local", "--concurrency", "4", "--allow-base-url",
+                             agent.url, "--allow-base-url", model.url, "--allow-base-url", UNREACHABLE)
     yield service, agent, model, base / "service" / "reports" / "rollouts"
     for server in (service, model, agent):
         server.stop()
@@ -132,7 +135,7 @@ def test_logprobs_and_token_ids_are_passed_through_untouched(stack):
     ({"max_rounds": 3}, "unknown key(s) max_rounds"),
     ({"sampling": {"temprature": 1}}, "sampling: unknown key(s) temprature"),
     ({"model": "gpt-4o"}, "model 'gpt-4o' is not served at"),
-    ({"base_url": "http://127.0.0.1:9"}, "base_url http://127.0.0.1:9/v1 is unreachable"),
+    ({"base_url": UNREACHABLE}, f"base_url {UNREACHABLE}/v1 is unreachable"),
     ({"base_url": "ftp://example"}, "'base_url' must start with http:// or https://"),
 ])
 def test_bad_batches_are_400_with_what_to_fix(stack, change, expected):
@@ -158,7 +161,7 @@ def test_jobs_and_json_lines_answer_large_batches(stack):
     assert view["status"] == "done" and view["finished"] == 5
     assert sorted(r["id"] for r in view["rollouts"]) == [0, 1, 2, 3, 4]
 
-    with httpx.stream("POST", f"{service.url}/rollouts?stream=1", content=json.dumps(body), timeout=90) as lines:
+    with httpx.stream("POST", f"{service.url}/rollouts?stream=1", json=body, timeout=90) as lines:
         assert lines.headers["content-type"].startswith("application/x-ndjson")
         rows = [json.loads(line) for line in lines.iter_lines() if line]
     assert rows[-1] == {"done": True, "rollouts": 5, "run_id": "rollouts", "env": "Maze", "model": "reference"}
@@ -175,8 +178,9 @@ def test_health_then_shutdown_leaves_a_finished_run_with_its_report(stack, tmp_p
     assert set(health["servers"]) >= {"TextCraft"}
 
     # a second service of its own, stopped with SIGTERM as a process manager would
-    other = rollout_server(tmp_path, run_id="stopped")
-    post(other, _body(agent, ids=[0, 1]))
+    other = rollout_server(tmp_path, "--allow-base-url", agent.url, run_id="stopped")
+    played = post(other, _body(agent, ids=[0, 1]))
+    assert played.status_code == 200, played.text
     other.proc.send_signal(signal.SIGTERM)
     assert other.proc.wait(timeout=30) in (0, -signal.SIGTERM)  # uvicorn re-raises it after shutting down
     run_dir = tmp_path / "reports" / "stopped"
