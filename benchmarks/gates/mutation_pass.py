@@ -1,45 +1,45 @@
 """A small mutation pass over the code that decides what a run counts and concludes
 (ledger, records, reading, merge, compare, gates, the partial-run rule, the step-down
-across environments, errors in comparisons, stopping when decided).
+across environments, errors in comparisons, stopping when decided; issue 39's list over
+results/, run/, compare/ and queue/ is in benchmarks/gates/mutations.py).
 
 Each mutation is one textual change to one source file; for each, the named tests
 are run against the mutated tree and the mutation is *killed* when they fail. The
-source file is restored afterwards, whatever happens. Prints one line per mutation
-and exits 1 when any survives.
+source file is restored afterwards, whatever happens. Prints one line per mutation,
+then killed/total and the time, and exits 1 when any survives (or no longer applies).
 
-    python benchmarks/gates/mutation_pass.py [--only NAME]
+    python benchmarks/gates/mutation_pass.py [--only NAME] [--list]
 
-Run it on a clean working tree (it edits files in place while it runs).
+Run it on a clean working tree of its own (it edits files in place while it runs: a
+git worktree, not the tree others run tests in). The tests and every process they start
+import this tree's package (its root goes first on PYTHONPATH). Each mutant gets a
+modification time of its own and the restored file its original one, so that no
+process runs a cached bytecode of another version of the file (a mutant and the
+original of the same size written within one second would share one).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+import zlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT)]  # benchmarks.*: benchmarks/README.md
 PKG = ROOT / "pytest_agentgym"
 
-
-@dataclass(frozen=True)
-class Mutation:
-    name: str
-    path: str
-    old: str
-    new: str
-    tests: tuple[str, ...]
-
+from benchmarks.gates.mutations import ISSUE39, Mutation  # noqa: E402
 
 MUTATIONS = (
-    Mutation("newest generation -> oldest", "results/records.py",
+    Mutation("newest generation -> oldest", "results/current.py",
              "if generation is None or record.generation > generation:",
              "if generation is None or record.generation < generation:",
              ("tests/results/test_ledger.py",)),
-    Mutation("current_records counts a duplicate twice", "results/records.py",
+    Mutation("current_records counts a duplicate twice", "results/current.py",
              "        if key in seen:\n            found.append(Duplicate(key, record.generation))\n            continue\n",
              "",
              ("tests/results/test_ledger.py", "tests/results/test_duplicate_lines.py")),
@@ -47,7 +47,7 @@ MUTATIONS = (
              "        if seen[0] != number:",
              "        if False:",
              ("tests/results/test_duplicate_lines.py", "tests/results/test_readers_property.py")),
-    Mutation("merge accepts differing duplicates", "run/merge.py",
+    Mutation("merge accepts differing duplicates", "run/merge_checks.py",
              "differing = [d for d in run.duplicates if not d.identical]",
              "differing = []",
              ("tests/run/test_shards_merge.py",)),
@@ -76,8 +76,9 @@ MUTATIONS = (
              "fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)",
              ("tests/results/test_lock.py",)),
     Mutation("the lock is taken after the taken check", "results/ledger.py",
-             "        lock = _lock(run_dir)\n        if run_dir.run_file.is_file() or run_dir.episodes_file.is_file():",
-             "        if run_dir.run_file.is_file() or run_dir.episodes_file.is_file():",
+             "        lock = _lock(run_dir, run_id_flag)\n        if run_dir.run_file.is_file() or run_dir.episodes_file.is_file():",
+             "        taken = run_dir.run_file.is_file() or run_dir.episodes_file.is_file()\n"
+             "        lock = _lock(run_dir, run_id_flag)\n        if taken:",
              ("tests/results/test_lock.py",)),
     Mutation("compare charges missing-vs-errored keys to the error budget", "compare/pairing.py",
              'return "missing" not in (self.base, self.cand) and "error" in (self.base, self.cand)',
@@ -103,9 +104,9 @@ MUTATIONS = (
              '    if status in ("interrupted", "crashed"):',
              '    if status in ("crashed",):',
              ("tests/run/test_partial_runs.py",)),
-    Mutation("a non-finite reward is a record", "results/records.py",
-             "math.isfinite(",
-             "(lambda value: True)(",
+    Mutation("a non-finite reward is a record", "results/record_checks.py",
+             "    if finite and not -MAX_NUMBER <= value <= MAX_NUMBER:  # NaN fails every comparison",
+             "    if finite and abs(value) > MAX_NUMBER:",
              ("tests/results/test_lines_that_are_no_records.py", "tests/results/test_readers_property.py")),
     # issue 23: the step-down across environments, errors that could hide a drop, stopping when decided
     Mutation("the step-down charges every test as continuous (plain Holm)", "compare/statistics.py",
@@ -140,39 +141,72 @@ MUTATIONS = (
              "    expected = planned_keys - set(unplayed.values())",
              "    expected = set(planned_keys)",
              ("tests/run/test_stop_when_decided.py",)),
-)
+) + ISSUE39
 
 
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, float]:
     started = time.monotonic()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests],
-                          cwd=ROOT, capture_output=True, text=True)
+                          cwd=ROOT, capture_output=True, text=True, env=env)
     return proc.returncode == 0, time.monotonic() - started
+
+
+def apply(mutation: Mutation) -> tuple[Path, str, os.stat_result] | str:
+    """Write the mutant; returns what restores the file, or why the mutation no longer applies."""
+    path = PKG / mutation.path
+    original = path.read_text()
+    found = original.count(mutation.old)
+    if found != 1:
+        return f"{mutation.path} holds the text to mutate {found} times, not once"
+    stat = path.stat()
+    path.write_text(original.replace(mutation.old, mutation.new, 1))
+    # a modification time of the mutant's own (bytecode caches are keyed by whole seconds and size)
+    stamp = stat.st_mtime_ns + (1 + zlib.crc32(mutation.new.encode()) % 1_000_000) * 1_000_000_000
+    os.utime(path, ns=(stamp, stamp))
+    return path, original, stat
+
+
+def restore(path: Path, original: str, stat: os.stat_result) -> None:
+    path.write_text(original)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=None, help="run the mutations whose name contains this")
+    parser.add_argument("--list", action="store_true", help="list the mutations and their tests, run nothing")
     args = parser.parse_args()
-    survived = 0
-    for mutation in MUTATIONS:
-        if args.only and args.only not in mutation.name:
+    chosen = [m for m in MUTATIONS if not args.only or args.only in m.name]
+    if args.list:
+        for mutation in chosen:
+            print(f"{mutation.name}  ({mutation.path}; {' '.join(mutation.tests)})")
+        return 0
+    survived = killed = 0
+    started = time.monotonic()
+    for mutation in chosen:
+        missing = [t for t in mutation.tests if not (ROOT / t.split("::")[0]).exists()]
+        if missing:  # pytest would fail on it, and the mutant would read as killed
+            print(f"NO TEST      {mutation.name}: {', '.join(missing)} does not exist", flush=True)
+            survived += 1
             continue
-        path = PKG / mutation.path
-        original = path.read_text()
-        if original.count(mutation.old) < 1:
-            print(f"NOT APPLIED  {mutation.name}: {mutation.path} no longer holds the text to mutate")
+        applied = apply(mutation)
+        if isinstance(applied, str):
+            print(f"NOT APPLIED  {mutation.name}: {applied}", flush=True)
             survived += 1
             continue
         try:
-            path.write_text(original.replace(mutation.old, mutation.new, 1))
             passed, seconds = run_tests(mutation.tests)
         finally:
-            path.write_text(original)
+            restore(*applied)
         verdict = "SURVIVED" if passed else "killed  "
         survived += passed
+        killed += not passed
         print(f"{verdict}  {mutation.name}  ({mutation.path}; {' '.join(mutation.tests)}; {seconds:.0f} s)",
               flush=True)
+    print(f"{killed}/{len(chosen)} killed, {survived} survived, not applied or without a test, "
+          f"{time.monotonic() - started:.0f} s", flush=True)
     return 1 if survived else 0
 
 
