@@ -28,6 +28,9 @@ _MUTANTS_COMPARE = "tests/compare/test_mutants_compare.py"
 _MUTANTS_RESULTS = "tests/results/test_mutants_results.py"
 _MUTANTS_STOPS = "tests/run/test_mutants_stopping.py"
 _MUTANTS_QUEUE = "tests/queue/test_mutants_queue.py"
+_STOPS = "tests/run/test_stop_when_decided.py::"  # its in-process tests: the rest start whole runs
+_STOPS_LOOKS = _STOPS + "test_each_look_point_is_used_once_and_points_passed_together_give_one_look"
+_STOPS_FAILING = _STOPS + "test_one_failing_gate_stops_and_the_open_ones_are_not_judged"
 
 ISSUE39 = (
     # -- compare/: what a key is, what is refused, what a verdict is, the exit status --------------
@@ -198,7 +201,7 @@ ISSUE39 = (
     Mutation("a failing verdict waits for the open ones", "run/stopping.py",
              "        if not failing and open_names:\n            return None",
              "        if open_names:\n            return None",
-             (_MUTANTS_STOPS,)),
+             (_STOPS_FAILING,)),
     Mutation("a gate decided over the error budget", "run/stopping.py",
              "        if not records or error_budget_exceeded(summarize_env(watch.env, records), watch.max_error_rate):",
              "        if not records:",
@@ -206,15 +209,11 @@ ISSUE39 = (
     Mutation("a gate decided as if nothing were left to play", "run/stopping.py",
              "        remaining = max(0, watch.planned_episodes - len(records))",
              "        remaining = 0",
-             (_MUTANTS_STOPS,)),
+             (_STOPS_LOOKS,)),
     Mutation("a stopped environment's open verdicts are judged", "run/stopping.py",
              "        if stop is None or verdict.gate in stop.decided:",
              "        if True:",
-             (_MUTANTS_STOPS,)),
-    Mutation("a resumed run's kept episodes are marked unplayed", "run/stopping.py",
-             "            if key in self._kept or nodeid in self.unplayed or self.stopper.has_record(key):",
-             "            if nodeid in self.unplayed or self.stopper.has_record(key):",
-             (_MUTANTS_STOPS,)),
+             (_STOPS_FAILING,)),
     Mutation("records of unplanned tasks count toward a stop", "run/stopping.py",
              "        if watch is not None and record.task_index in watch.planned:",
              "        if watch is not None:",
@@ -223,7 +222,7 @@ ISSUE39 = (
     Mutation("a message of another wire version is read", "queue/wire.py",
              "    if version != WIRE_VERSION:",
              "    if version not in (1, WIRE_VERSION):",
-             ("tests/queue/test_queue_wire.py",)),
+             (_MUTANTS_QUEUE,)),
     Mutation("a work item without a wire version is read", "queue/wire.py",
              '        check_version(payload, "work item")  # after the fields: a missing one is named first',
              "",
