@@ -92,6 +92,16 @@ def start(name: str, command: list[str], workdir: Path, tree: Path | None = None
                          label=name, cwd=workdir, env=env).start()
 
 
+def allow_listed(tree: Path | None, url: str) -> list[str]:
+    """``--allow-base-url URL`` for a service run from ``tree`` (this checkout when None) that
+    has the option: such a service calls only the base URLs on its allow-list (403 for any
+    other); a tree older than the option has no allow-list and is given nothing."""
+    package = (tree or HERE.parents[2]) / "pytest_agentgym"
+    sources = [*(package / "cli").glob("*.py"), package / "cli.py"]
+    return ["--allow-base-url", url] if any(p.is_file() and "--allow-base-url" in p.read_text()
+                                            for p in sources) else []
+
+
 #: what a batch asks the model for with --tokens
 TOKENS = {"return_token_ids": True, "logprobs": True}
 
@@ -187,7 +197,8 @@ def main() -> None:
                     more = ["--replicas", str(r)] if r != 1 else []
                     services[key] = start(f"service-{key}", [sys.executable, "-m", "pytest_agentgym", "rollout-server",
                                                              "--port", "{port}", "--concurrency", str(c), "--run-id",
-                                                             key, *more], workdir, tree)
+                                                             key, *more, *allow_listed(tree, model.url)],
+                                   workdir, tree)
                     settings[key] = (c, r)
                     batch(services[key], model.url, [0], 1, args.env, args.tokens)  # warm-up: the server, the client
         results: dict[str, list[tuple[float, float]]] = {key: [] for key in services}

@@ -88,7 +88,8 @@ def test_the_rollout_service_plays_webshop_and_records_the_note(tmp_path, monkey
 
     monkeypatch.delenv("AGENTENV_WEBSHOP_DATA", raising=False)
     agent = reference_agent(tmp_path)
-    service = rollout_server(tmp_path / "service", "--node", "local", run_id="shop-rollouts")
+    service = rollout_server(tmp_path / "service", "--node", "local", "--allow-base-url", agent.url,
+                             run_id="shop-rollouts")
     try:
         answer = post(service, {"env": "WebShop", "model": "reference", "base_url": agent.url, "ids": [0, 1, 2]})
         assert answer.status_code == 200, answer.text

@@ -15,7 +15,7 @@ def answered(base: Path, bodies: Mapping[str, Mapping[str, Any]]) -> Iterator[di
     """Each body of ``bodies`` posted as one batch (``base_url`` set to the reference
     agent's); yields each batch's ``rollouts`` by name, then stops both processes."""
     agent = reference_agent(base)
-    service = rollout_server(base / "service", "--node", "local", "--concurrency", "4")
+    service = rollout_server(base / "service", "--node", "local", "--concurrency", "4", "--allow-base-url", agent.url)
     try:
         found = {}
         for name, body in bodies.items():

@@ -49,7 +49,8 @@ def played(tmp_path_factory):
     base = tmp_path_factory.mktemp("token-turns")
     agent = _server("reference-agent", [sys.executable, "-c", LOGGED_AGENT, "{port}"], base)
     plain = logprob_model(base)
-    service = rollout_server(base / "service", "--node", "local", "--concurrency", "4")
+    service = rollout_server(base / "service", "--node", "local", "--concurrency", "4", "--allow-base-url",
+                             agent.url, "--allow-base-url", plain.url)
     routes = Routes(agent)
     try:
         found = {}

@@ -62,8 +62,10 @@ def sampler(model_dir, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory):
-    server = rollout_server(tmp_path_factory.mktemp("trl") / "service", "--node", "local", "--concurrency", "4")
+def service(tmp_path_factory, sampler):
+    """The service, started as the docs' recipe says: with the sampler its batches name allow-listed."""
+    server = rollout_server(tmp_path_factory.mktemp("trl") / "service", "--node", "local", "--concurrency", "4",
+                            "--allow-base-url", sampler.url)
     yield server
     server.stop()
 

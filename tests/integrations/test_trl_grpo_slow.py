@@ -45,7 +45,8 @@ def test_grpo_trainer_takes_two_steps_with_smollm2_sampled_by_vllm(vllm_python, 
     server.start()
     try:
         assert any("float32" in note for note in server.notes), server.notes  # served in the checkpoint's dtype
-        service = rollout_server(tmp_path / "service", "--node", "local", "--concurrency", "4")
+        service = rollout_server(tmp_path / "service", "--node", "local", "--concurrency", "4",
+                                 "--allow-base-url", server.url)
         try:
             started = time.monotonic()
             run = grpo_run.train(service=service.url, sampler=server.url, model_name="smollm2", model_dir=smollm2,

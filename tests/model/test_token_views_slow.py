@@ -386,7 +386,8 @@ def play_batch(python: str, checkpoint: Path, name: str, base: Path) -> tuple[li
         startup_timeout=900, env=CPU_ENV), log_path=base / "vllm.log")
     server.start()
     try:
-        service = rollout_server(base / "service", "--node", str(base / "node.yaml"), run_id=name)
+        service = rollout_server(base / "service", "--node", str(base / "node.yaml"), "--allow-base-url",
+                                 server.url, run_id=name)
         try:
             started = time.monotonic()
             answer = post(service, {**BATCH, "model": name, "base_url": server.url}, timeout=2400)

@@ -122,7 +122,8 @@ def test_an_hf_dataset_export_loads_back_with_datasets(pytester, tmp_path):
 
 def test_rollout_service_records_keep_tokens_batch_and_sample_and_export_them(tmp_path):
     agent = reference_agent(tmp_path)
-    service = rollout_server(tmp_path / "service", "--node", "local", "--concurrency", "4")
+    service = rollout_server(tmp_path / "service", "--node", "local", "--concurrency", "4", "--allow-base-url",
+                             agent.url)
     try:
         body = {"env": "maze", "model": "reference", "base_url": agent.url, "ids": [0, 1], "n": 2,
                 "sampling": {"temperature": 1.0, "return_token_ids": True, "logprobs": True}}

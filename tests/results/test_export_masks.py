@@ -58,7 +58,7 @@ def token_run(tmp_path_factory):
     """A rollout-service run of Maze and TextCraft episodes whose endpoint sent token ids."""
     root = tmp_path_factory.mktemp("masks")
     agent = reference_agent(root)
-    service = rollout_server(root / "service", "--node", "local", "--concurrency", "4")
+    service = rollout_server(root / "service", "--node", "local", "--concurrency", "4", "--allow-base-url", agent.url)
     try:
         for env in ("maze", "textcraft"):
             body = {"env": env, "model": "reference", "base_url": agent.url, "ids": [0, 1], "n": 2,

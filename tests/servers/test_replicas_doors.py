@@ -33,7 +33,8 @@ def envs_made(url: str, env: str = "Maze") -> int:
 
 def test_the_rollout_service_spreads_a_batch_over_its_replicas(tmp_path):
     agent = reference_agent(tmp_path)
-    service = rollout_server(tmp_path / "service", "--node", "local", "--concurrency", "8", "--replicas", "2")
+    service = rollout_server(tmp_path / "service", "--node", "local", "--concurrency", "8", "--replicas", "2",
+                             "--allow-base-url", agent.url)
     try:
         answer = post(service, {"env": "maze", "model": "reference", "base_url": agent.url,
                                 "ids": list(range(8)), "max_round": 15})
