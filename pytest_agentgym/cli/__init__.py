@@ -72,6 +72,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-fast-path", dest="fast_path", action="store_false",
                        help="answer every request through the FastAPI app, without the fast path in front "
                             "of it (the answers are byte-identical; for comparisons: docs/servers.md)")
+    serve.add_argument("--allow-host", action="append", default=None, metavar="NAME",
+                       help="also answer requests whose Host header is NAME (a name this machine is reached by; "
+                            "* for any); repeatable, and used instead of AGENTGYM_ALLOW_HOSTS. The server always "
+                            "answers localhost, 127.0.0.1, [::1] and --host; other Host names get 403 (DNS "
+                            "rebinding; default: the comma-separated names in AGENTGYM_ALLOW_HOSTS)")
 
     agent = sub.add_parser("reference-agent", help="run the scripted reference agent (not an LLM)")
     agent.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
@@ -187,8 +192,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "serve":
         from pytest_agentgym.servers.embedded import serve
+        from pytest_agentgym.transport.host_guard import HostGuard
 
-        serve(args.name, host=args.host, port=args.port, log_level=args.log_level, fast_path=args.fast_path)
+        if args.allow_host is not None:
+            try:  # each a host name, or say so naming the option (serve() would name AGENTGYM_ALLOW_HOSTS)
+                HostGuard(args.host, args.allow_host, option="--allow-host NAME")
+            except ValueError as exc:
+                print(f"pytest-agentgym serve {args.name}: {exc}", file=sys.stderr)
+                return 2
+        serve(args.name, host=args.host, port=args.port, log_level=args.log_level, fast_path=args.fast_path,
+              allow_hosts=args.allow_host)
         return 0
     if args.command == "reference-agent":
         from pytest_agentgym.model.reference.server import run
