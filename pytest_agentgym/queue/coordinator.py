@@ -18,6 +18,9 @@ episodes its file does not have scored.
 Every work item carries the run's fingerprint; a result played under another one
 (or of another version) is never recorded: it is dropped with a note naming the
 worker and the difference, and its item published again (queue/meaning.py).
+A result counts only from the run's workers and for the run's episodes
+(queue/acceptance.py); any other is refused with a note and its item left to the
+worker that holds it.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from pytest_agentgym.queue import streams
+from pytest_agentgym.queue.acceptance import Unheard, unaccepted
 from pytest_agentgym.queue.address import QueueAddress
 from pytest_agentgym.queue.meaning import RunMeaning, give_up, payload_key, with_worker
 from pytest_agentgym.queue.wire import (HEARTBEAT_SUBJECT, MSG_ID_HEADER, Heartbeat, Result, WireError,
@@ -77,9 +81,11 @@ class QueueCoordinator:
         self._tasks: list[asyncio.Task] = []
         #: worker name -> (its last heartbeat, time.monotonic() when it came)
         self.workers: dict[str, tuple[Heartbeat, float]] = {}
+        #: results of workers not heard yet, waiting for their heartbeats (see _take)
+        self._unheard = Unheard()
         #: what happened, for the run's notes and the tests
         self.stats = {"published": 0, "adopted": 0, "results": 0, "duplicates": 0, "collected": 0,
-                      "worker_lost": 0, "refused": 0, "dropped": 0, "reissued": 0}
+                      "worker_lost": 0, "refused": 0, "dropped": 0, "reissued": 0, "unaccepted": 0}
         self.closed_reason: str | None = None
         self._closing = False
 
@@ -179,7 +185,28 @@ class QueueCoordinator:
             await _ack(msg)
             return
         self.stats["results"] += 1
+        self._take(result, msg.subject)
+        await _ack(msg)
+
+    def _take(self, result: Result, subject: str, *, waited: bool = False) -> None:
+        """Record ``result`` when it is the first acceptable one of an awaited episode. In a
+        run (its fingerprint adopted), one that does not count (queue/acceptance.py) is
+        refused: counted in the notes, nothing recorded, its item left to the worker that
+        holds it; one from a worker not heard yet waits for its heartbeat first."""
         record, key = result.record, result.record.key
+        if self.meaning.fingerprint is not None:
+            if result.worker not in self.workers and not waited:
+                self._tasks.append(asyncio.ensure_future(self._vouch(result, subject)))
+                return
+            heard = self.workers.get(result.worker)
+            reasons = unaccepted(result, run_id=self.run_id, run=self.meaning.fingerprint, queue=self.address.name,
+                                 beat=heard[0] if heard else None, came_on=subject, expected_on=self.address
+                                 .result_subject(self.run_id, record.env, record.task_index, record.repeat))
+            if reasons:
+                self.stats["unaccepted"] += 1
+                self.meaning.refused_result(result.worker, reasons)
+                log.warning("refused a result from worker %s: %s", result.worker, "; ".join(reasons))
+                return
         future = self._futures.get(key)
         item = self._items.get(key)
         problems = self.meaning.problems(item.fingerprint if item else None, result) \
@@ -196,7 +223,19 @@ class QueueCoordinator:
             self._unclaimed[key] = result  # a result that came while no coordinator was there
         else:
             self.stats["duplicates"] += 1
-        await _ack(msg)
+
+    async def _vouch(self, result: Result, subject: str) -> None:
+        """Judge ``result`` once its worker's heartbeat is heard, or after VOUCH_S without one
+        (a roll call asks for it: a worker that started a moment ago answers)."""
+        entry = await self._unheard.wait(result.worker, (result, subject), self._ping)
+        if entry is not None:
+            self._take(*entry, waited=True)
+
+    async def _ping(self) -> None:
+        try:
+            await self._nc.publish(self.address.ping_subject, b"")
+        except Exception as exc:  # noqa: BLE001 - reconnecting: its periodic heartbeat may still come
+            log.debug("roll call: %s", exc)
 
     def _drop(self, worker: str, reasons: list[str], key: Key | None, reissue: int | None) -> None:
         """Record nothing of a result played under another fingerprint; name it in the notes,
@@ -330,6 +369,7 @@ class QueueCoordinator:
             return
         if beat is not None and beat.queue == self.address.name:
             self.workers[beat.worker] = (beat, time.monotonic())
+            self._unheard.heard(beat.worker)
 
     async def _connection_closed(self) -> None:
         """The server stayed away longer than the reconnect window: every episode still
@@ -374,6 +414,8 @@ class QueueCoordinator:
         self._thread.join(timeout)
 
     async def _aclose(self) -> None:
+        for entry in self._unheard.left():  # judged now, so that the notes count them
+            self._take(*entry, waited=True)
         for task in self._tasks:
             task.cancel()
         nc, self._nc = self._nc, None

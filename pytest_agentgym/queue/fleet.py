@@ -19,9 +19,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_agentgym.queue.acceptance import refusals
 from pytest_agentgym.queue.address import QueueAddress
-from pytest_agentgym.queue.wire import WIRE_VERSION, Heartbeat
-from pytest_agentgym.results.fingerprint import episode_differences
+from pytest_agentgym.queue.wire import Heartbeat
 
 #: Seconds the coordinator listens for workers before the header is printed.
 ROLL_CALL_S = 1.0
@@ -77,19 +77,6 @@ def open_fleet(settings: Any, *, generation: int, run_dir: str) -> tuple[Any, Fl
     endpoint.notes.append(f"{address.describe()}; {worker_line(workers, address)}")
     endpoint.notes.extend(refused)
     return coordinator, endpoint
-
-
-def refusals(beat: Heartbeat, *, model: str | None, checkpoint: str | None) -> list[str]:
-    """Why the worker of ``beat`` will refuse the run's work items, as far as its heartbeat
-    tells (the run-level fields; sampling and prompts are checked on each item)."""
-    from pytest_agentgym import __version__
-
-    if beat.wire != WIRE_VERSION:
-        return [f"wire version {beat.wire!r} worker, {WIRE_VERSION} run (a pytest-agentgym older than the run's)"]
-    run = {"plugin_version": __version__, "model": model or beat.model, "checkpoint": checkpoint,
-           "endpoint_kind": beat.endpoint_kind}
-    return episode_differences(run, {"plugin_version": beat.version, "model": beat.model,
-                                     "checkpoint": beat.checkpoint, "endpoint_kind": beat.endpoint_kind})
 
 
 def pin(workers: list[Heartbeat], *, model: str | None, checkpoint: str | None,

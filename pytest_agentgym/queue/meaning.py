@@ -1,6 +1,8 @@
 """What a queue run's episodes mean, on the coordinator's side: the run's fingerprint
 that every work item carries, the check of each result against it, and the notes
-that name each worker that refused the run's items or whose results were dropped.
+that name each worker that refused the run's items, whose results were dropped (played
+under another fingerprint) or refused (not from the run's workers, or not of the run's
+episodes: queue/acceptance.py).
 
 Plain data, no network (the coordinator calls it from its event loop).
 """
@@ -25,6 +27,9 @@ class RunMeaning:
         #: worker -> {reason: deliveries it refused for it}; results dropped, alike
         self.refusals: dict[str, dict[str, int]] = {}
         self.dropped: dict[str, dict[str, int]] = {}
+        #: worker -> {reason: results refused for it} and -> how many results (queue/acceptance.py)
+        self.unaccepted: dict[str, dict[str, int]] = {}
+        self.unaccepted_results: dict[str, int] = {}
         #: env -> server identity -> the workers whose recorded results named it
         self.servers: dict[str, dict[str, set[str]]] = {}
         #: what the workers' servers said a run must record about their data -> those workers
@@ -70,6 +75,11 @@ class RunMeaning:
     def dropped_result(self, worker: str, reasons: list[str]) -> None:
         _count(self.dropped.setdefault(worker, {}), reasons)
 
+    def refused_result(self, worker: str, reasons: list[str]) -> None:
+        """Count a result that does not count (:func:`~pytest_agentgym.queue.acceptance.unaccepted`)."""
+        _count(self.unaccepted.setdefault(worker, {}), reasons)
+        self.unaccepted_results[worker] = self.unaccepted_results.get(worker, 0) + 1
+
     def recorded(self, result: Result) -> None:
         identity = result.fingerprint.get("server")
         if identity is not None:
@@ -79,14 +89,17 @@ class RunMeaning:
             self.data_notes.setdefault(note, set()).add(result.worker)
 
     def notes(self) -> tuple[str, ...]:
-        """run.json's notes at the end: each worker that refused the run's items or whose
-        results were dropped, with the differences; environments whose workers' servers differ;
+        """run.json's notes at the end: each worker that refused the run's items, whose results
+        were dropped or refused, with the differences and counts; environments whose workers' servers differ;
         what the workers' servers said of their data (the project's WebShop catalogue)."""
         lines = [f"worker {worker} refused this run's work items (it played none of them): {_counted(reasons)}"
                  for worker, reasons in sorted(self.refusals.items())]
         lines += [f"dropped results from worker {worker}, played under another fingerprint or version (none "
                   f"recorded; their items were published again): {_counted(reasons)}"
                   for worker, reasons in sorted(self.dropped.items())]
+        lines += [f"refused {self.unaccepted_results[worker]} result(s) from worker {worker!r} (none recorded; "
+                  f"their episodes wait for a result from the run's own workers): {_counted(reasons)}"
+                  for worker, reasons in sorted(self.unaccepted.items())]
         for env, identities in sorted(self.servers.items()):
             if len(identities) > 1:
                 lines.append(f"{env}: the workers' environment servers differ (each worker brings its own): "
