@@ -8,7 +8,9 @@ second until Ctrl-C; on anything else (a pipe, a file, CI), or with ``--once`` o
 ``--json``, it prints the table once after ``--wait`` seconds and exits. The table
 itself is :mod:`pytest_agentgym.queue.fleet_view` (rows, states and their rule).
 
-It only reads: no stream or consumer is made, and JetStream is not needed. Its
+It only reads: no stream or consumer is made, and JetStream is not needed. It signs
+in with the auth and TLS keys of ``--nats`` as the workers do (``transport/nats_options``;
+it needs a user that may subscribe to the heartbeats and publish the roll call). Its
 connection gives up after :data:`RECONNECT_S` seconds of a lost server
 (``queue/streams.connect``), instead of nats-py's two minutes.
 
@@ -53,7 +55,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "or --json, it is printed once. Exit 0 shown, 1 NATS lost while watching, 2 bad input or "
                     "NATS unreachable (docs/scale-out.md, Watching the fleet).")
     fleet.add_argument("--nats", required=True, metavar="URL",
-                       help="the queue: nats://HOST:PORT[?name=NAME], as given to the workers")
+                       help="the queue: nats://HOST:PORT[?name=NAME], as given to the workers, with a user that may "
+                            "read heartbeats and call the roll (?user=NAME&password_env=VAR, ?creds=PATH, tls://, ...)")
     fleet.add_argument("--queue", default=None, metavar="NAME",
                        help="the queue's name, instead of ?name= in the URL (default: agentgym)")
     fleet.add_argument("--once", action="store_true",
@@ -124,6 +127,9 @@ async def _watch(address: Any, args: argparse.Namespace, *, out: TextIO, live: b
             nc = await streams.connect(address, name="pytest-agentgym fleet", reconnect_s=RECONNECT_S,
                                        on_closed=closed)
         except streams.QueueUnavailable as exc:
+            if " unreachable " not in str(exc):  # there, but it refused the sign-in or TLS: say that
+                print(f"pytest-agentgym fleet: {exc}", file=sys.stderr)
+                return 2
             refused = str(exc).partition(" unreachable ")[2].partition(";")[0] or "no answer"
     if refused is not None:
         print(f"pytest-agentgym fleet: cannot reach NATS at {address.server} {refused}; start nats-server "

@@ -6,7 +6,9 @@ the subject, core NATS otherwise.
 :func:`~pytest_agentgym.publish.outbox.publish_outbox`. Every event goes out
 with the header ``Nats-Msg-Id: <event.msg_id>``, so a JetStream stream stores a
 retried event once. nats-py is imported when a connection is made, never at
-plugin import.
+plugin import. The URL signs in and uses TLS as every NATS door of the plugin does
+(:mod:`pytest_agentgym.transport.nats_options`: ``?creds=PATH``,
+``?user=NAME&password_env=VARIABLE``, ``?token_env=VARIABLE``, ``tls://``, ``?tls_ca=PATH``, ...).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import logging
 
 from pytest_agentgym.results.events import SUBJECTS, Event
 from pytest_agentgym.publish.notices import Notice
+from pytest_agentgym.transport.nats_options import NatsAuth, NatsOptionsError, first_refusal, nats_server, refusal
 
 log = logging.getLogger("pytest_agentgym.publish")
 
@@ -38,8 +41,10 @@ class NatsUnavailable(ConnectionError):
         self.reason = reason
 
 
-def describe_failure(exc: BaseException, timeout: float | None = None) -> str:
+def describe_failure(exc: BaseException, timeout: float | None = None, auth: NatsAuth | None = None) -> str:
     """A few words for a connection failure: 'connection refused', 'no answer within 1 s', ..."""
+    if auth is not None and (why := refusal(exc, auth)):
+        return why
     if isinstance(exc, ConnectionRefusedError):
         return "connection refused"
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) or "Timeout" in type(exc).__name__:
@@ -64,6 +69,11 @@ class NatsSender:
         if jetstream not in ("auto", True, False):
             raise ValueError(f"jetstream={jetstream!r}: use 'auto', True or False")
         self.url = url
+        try:
+            self._server, self._auth = nats_server(url)
+            self._unusable: str | None = None
+        except NatsOptionsError as exc:  # checked at the option already; a profile's nats.url lands here
+            self._server, self._auth, self._unusable = url, NatsAuth(), str(exc)
         self.jetstream = jetstream
         self.create_stream = create_stream
         self.stream = stream
@@ -95,6 +105,12 @@ class NatsSender:
 
         timeout = self.connect_timeout if timeout is None else timeout
         await self.close()
+        try:
+            if self._unusable:
+                raise NatsOptionsError(self._unusable)
+            signed_in = self._auth.connect_kwargs()
+        except NatsOptionsError as exc:  # or a variable unset, a file gone since the URL was read
+            raise NatsUnavailable(self.url, str(exc)) from None
         nc = Client()
         seen: list[BaseException] = []
 
@@ -108,15 +124,15 @@ class NatsSender:
             # defaults: 60 x 2 s). Bound both, and the whole call. Reconnecting
             # after a loss is ours to do, so that retries keep their msg ids.
             await asyncio.wait_for(nc.connect(
-                servers=[self.url], name="pytest-agentgym", allow_reconnect=False,
+                servers=[self._server], name="pytest-agentgym", allow_reconnect=False,
                 max_reconnect_attempts=1, reconnect_time_wait=0.01,
                 connect_timeout=max(0.1, timeout), error_cb=on_error,
-                ping_interval=PING_INTERVAL_S, max_outstanding_pings=2,
+                ping_interval=PING_INTERVAL_S, max_outstanding_pings=2, **signed_in,
             ), timeout=max(0.1, timeout))
         except Exception as exc:  # noqa: BLE001 - any failure means unreachable
             await _close_quietly(nc)
-            cause = seen[-1] if seen else exc
-            raise NatsUnavailable(self.url, describe_failure(cause, timeout)) from None
+            cause = first_refusal(seen, self._auth) or (seen[-1] if seen else exc)
+            raise NatsUnavailable(self.url, describe_failure(cause, timeout, self._auth)) from None
         self._nc = nc
         try:
             return await self._find_routes()

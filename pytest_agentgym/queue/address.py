@@ -12,13 +12,20 @@ worker's ack or in-progress ack before it hands the work item to another
 worker), ``max_deliver`` (deliveries of one work item before the coordinator
 records ``harness:WorkerLost``). From the name come the JetStream names
 (:class:`QueueAddress` properties); docs/scale-out.md, *Work queue*.
+
+The URL may also say how to sign in and whether to use TLS, with the keys of
+:mod:`pytest_agentgym.transport.nats_options` (``creds=PATH``, ``nkey=PATH``,
+``user=NAME&password_env=VARIABLE``, ``token_env=VARIABLE``, ``tls_ca=PATH``, ...):
+names of files and variables, never the secrets, so the URL can be shown as given.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+from pytest_agentgym.transport.nats_options import KEYS as AUTH_KEYS
+from pytest_agentgym.transport.nats_options import NatsAuth, NatsOptionsError, split_nats_url
 
 DEFAULT_NAME = "agentgym"
 DEFAULT_ACK_WAIT_S = 60.0
@@ -46,19 +53,21 @@ class QueueAddress:
     name: str = DEFAULT_NAME
     ack_wait_s: float = DEFAULT_ACK_WAIT_S
     max_deliver: int = DEFAULT_MAX_DELIVER
+    #: how to sign in and whether to use TLS (file paths and variable names only)
+    auth: NatsAuth = NatsAuth()
 
     @classmethod
     def parse(cls, url: str, *, where: str = "--agentgym-queue") -> "QueueAddress":
-        at = f"{where}={url}" if where else str(url)
-        parts = urlsplit(str(url).strip())
-        if parts.scheme not in ("nats", "tls") or not parts.hostname:
-            raise QueueAddressError(f"{at}: expected nats://HOST:PORT (optionally "
-                                    f"?name=NAME&ack_wait=SECONDS&max_deliver=N)")
-        query = dict(parse_qsl(parts.query, keep_blank_values=True))
+        try:
+            server, query, auth = split_nats_url(
+                url, where=where, form="(optionally ?name=NAME&ack_wait=SECONDS&max_deliver=N)")
+        except NatsOptionsError as exc:
+            raise QueueAddressError(str(exc)) from None
+        at = f"{where}={url}" if where else str(url)  # no user info: split_nats_url refuses it
         unknown = sorted(set(query) - set(_KEYS))
         if unknown:
             raise QueueAddressError(f"{at}: unknown key(s) {', '.join(unknown)}; "
-                                    f"known: {', '.join(_KEYS)}")
+                                    f"known: {', '.join(_KEYS + AUTH_KEYS)}")
         name = query.get("name", DEFAULT_NAME)
         if not _NAME.fullmatch(name):
             raise QueueAddressError(f"{at}: name={name!r} must be 1-64 letters, digits, "
@@ -74,12 +83,12 @@ class QueueAddress:
                                     f"least 1 second (workers send in-progress acks every third of it)")
         if max_deliver < 1:
             raise QueueAddressError(f"{at}: max_deliver={max_deliver} must be at least 1")
-        server = urlunsplit((parts.scheme, parts.netloc, "", "", ""))
-        return cls(server=server, name=name, ack_wait_s=ack_wait, max_deliver=max_deliver)
+        return cls(server=server, name=name, ack_wait_s=ack_wait, max_deliver=max_deliver, auth=auth)
 
     def describe(self) -> str:
+        signed = "" if self.auth.method == "none" and not self.auth.tls else f", {self.auth.describe()}"
         return (f"queue {self.name} at {self.server} (AckWait {self.ack_wait_s:g} s, "
-                f"MaxDeliver {self.max_deliver})")
+                f"MaxDeliver {self.max_deliver}{signed})")
 
     # -- JetStream names ---------------------------------------------------------------
 

@@ -22,6 +22,7 @@ import logging
 from typing import Any, Awaitable, Callable
 
 from pytest_agentgym.queue.address import QueueAddress
+from pytest_agentgym.transport.nats_options import NatsOptionsError, first_refusal, refusal
 
 log = logging.getLogger("pytest_agentgym.queue")
 
@@ -52,18 +53,31 @@ async def connect(address: QueueAddress, *, name: str, reconnect_s: float, conne
         if on_closed is not None:
             await on_closed()
 
-    async def quiet(exc: BaseException) -> None:  # reconnect noise; the state is what matters
-        return None
+    try:
+        signed_in = address.auth.connect_kwargs()
+    except NatsOptionsError as exc:
+        raise QueueUnavailable(f"NATS at {address.server}: {exc}") from None
+    seen: list[BaseException] = []
+    nc = None
+
+    async def noted(exc: BaseException) -> None:  # a refused sign-in is reported here; later, reconnect noise
+        if nc is None:
+            seen.append(exc)
 
     try:
-        return await asyncio.wait_for(nats.connect(
+        nc = await asyncio.wait_for(nats.connect(
             servers=[address.server], name=name, allow_reconnect=True, max_reconnect_attempts=attempts,
             reconnect_time_wait=RECONNECT_WAIT_S, connect_timeout=min(2.0, connect_timeout),
-            ping_interval=5, max_outstanding_pings=2, closed_cb=closed, error_cb=quiet),
+            ping_interval=5, max_outstanding_pings=2, closed_cb=closed, error_cb=noted, **signed_in),
             timeout=connect_timeout)
-    except Exception as exc:  # noqa: BLE001 - refused, timed out, no servers
-        raise QueueUnavailable(f"NATS at {address.server} unreachable ({type(exc).__name__}: {exc}); "
-                               f"start nats-server with JetStream (nats-server -js) or fix the URL") from None
+    except Exception as exc:  # noqa: BLE001 - refused, timed out, no servers, not signed in
+        cause = first_refusal(seen, address.auth) or (seen[-1] if seen else exc)
+        said = f"{type(cause).__name__}: {cause}".rstrip(": ")
+        why = refusal(cause, address.auth)
+        raise QueueUnavailable(f"NATS at {address.server} {why}" if why else
+                               f"NATS at {address.server} unreachable ({said}); start nats-server with "
+                               f"JetStream (nats-server -js) or fix the URL") from None
+    return nc
 
 
 async def ensure_streams(js: Any, address: QueueAddress) -> None:

