@@ -209,7 +209,8 @@ def csv_run(root):
                 make_episode("BabyAI", 2, outcome="error", error=error, retried=retried),
                 first, make_episode("BabyAI", 0, outcome="passed"), make_episode("BabyAI", 1, repeat=1, outcome="failed"),
                 replace(make_episode("BabyAI", 1, outcome="passed"), generation=2)]
-    return write_run(root, make_info(environments=("BabyAI", "Maze")), episodes)
+    # resumed once: run.json is at generation 2 (a record beyond the run's generation is no record of it)
+    return write_run(root, make_info(environments=("BabyAI", "Maze"), generation=2), episodes)
 
 
 def test_csv_has_a_row_per_episode_in_task_order_errors_included(tmp_path, capsys):
