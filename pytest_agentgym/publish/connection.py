@@ -18,7 +18,8 @@ import logging
 
 from pytest_agentgym.results.events import SUBJECTS, Event
 from pytest_agentgym.publish.notices import Notice
-from pytest_agentgym.transport.nats_options import NatsAuth, NatsOptionsError, first_refusal, nats_server, refusal
+from pytest_agentgym.transport.nats_options import (NatsAuth, NatsOptionsError, first_refusal, nats_server, refusal,
+                                                    refuse_plain_text)
 
 log = logging.getLogger("pytest_agentgym.publish")
 
@@ -109,6 +110,7 @@ class NatsSender:
             if self._unusable:
                 raise NatsOptionsError(self._unusable)
             signed_in = self._auth.connect_kwargs()
+            await refuse_plain_text(self._server, self._auth, max(0.1, timeout))
         except NatsOptionsError as exc:  # or a variable unset, a file gone since the URL was read
             raise NatsUnavailable(self.url, str(exc)) from None
         nc = Client()

@@ -22,7 +22,7 @@ import logging
 from typing import Any, Awaitable, Callable
 
 from pytest_agentgym.queue.address import QueueAddress
-from pytest_agentgym.transport.nats_options import NatsOptionsError, first_refusal, refusal
+from pytest_agentgym.transport.nats_options import NatsOptionsError, first_refusal, refusal, refuse_plain_text
 
 log = logging.getLogger("pytest_agentgym.queue")
 
@@ -55,6 +55,7 @@ async def connect(address: QueueAddress, *, name: str, reconnect_s: float, conne
 
     try:
         signed_in = address.auth.connect_kwargs()
+        await refuse_plain_text(address.server, address.auth, connect_timeout)
     except NatsOptionsError as exc:
         raise QueueUnavailable(f"NATS at {address.server}: {exc}") from None
     seen: list[BaseException] = []

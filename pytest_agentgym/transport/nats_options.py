@@ -27,6 +27,8 @@ file is picked up by the next connection. nats-py is not imported here.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import os
 from dataclasses import dataclass
@@ -276,3 +278,32 @@ def _quiet_ssl_eof_warning() -> None:
     logger = logging.getLogger("asyncio")
     if not any(isinstance(f, _SslEofNoise) for f in logger.filters):
         logger.addFilter(_SslEofNoise())
+
+
+async def refuse_plain_text(server: str, auth: NatsAuth, timeout: float) -> None:
+    """When TLS is asked for, read the server's INFO line first and raise NatsOptionsError if it
+    does not require TLS: nats-py would then connect in the clear (a ``tls://`` URL included)
+    and send the credentials unencrypted. Anything else (no answer, refused) is left to the
+    connect that follows, which says it in its own words."""
+    if not auth.tls:
+        return
+    parts = urlsplit(server)
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, parts.port or 4222),
+                                                timeout)
+    except (OSError, asyncio.TimeoutError):
+        return
+    try:
+        line = await asyncio.wait_for(reader.readline(), timeout)
+    except (OSError, asyncio.TimeoutError):  # e.g. a server that wants the TLS handshake first
+        return
+    finally:
+        writer.close()
+    try:
+        info = json.loads(line[5:]) if line.startswith(b"INFO ") else None
+    except ValueError:
+        return
+    if isinstance(info, dict) and not info.get("tls_required"):
+        raise NatsOptionsError(f"{server} does not require TLS, and this URL asks for it ({auth.describe()}): "
+                               f"nothing was sent; give the server a tls {{ ... }} block, or use nats:// "
+                               f"without tls_* keys on a network you trust")

@@ -224,3 +224,18 @@ def test_fleet_signs_in_like_the_workers_and_says_when_it_is_refused(secured, ce
     shown = fleet_once(url_of(secured, "coordinator", certs))
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.startswith(f"queue agentgym at {secured.url}: 0 worker(s)"), shown.stdout
+
+
+def test_a_tls_url_to_a_server_without_tls_sends_nothing_and_exits_2(tmp_path, monkeypatch):
+    # nats-py itself would connect in the clear and send the password (tls:// included)
+    monkeypatch.setenv("AGENTGYM_WORKER_PASSWORD", "worker-secret-2")
+    plain = NatsServer(tmp_path / "plain", jetstream=True, config="trace: true\n")
+    try:
+        url = plain.url.replace("nats://", "tls://") + "?user=worker&password_env=AGENTGYM_WORKER_PASSWORD"
+        result = worker_once(tmp_path, url)
+    finally:
+        plain.stop()
+    said = result.stdout + result.stderr
+    assert result.returncode == 2, said
+    assert f"{url.split('?')[0]} does not require TLS, and this URL asks for it" in said, said
+    assert "CONNECT" not in plain.log_path.read_text()  # the server traced no sign-in
