@@ -104,8 +104,10 @@ async def ensure_streams(js: Any, address: QueueAddress) -> None:
             await js.add_stream(config)
         except Exception as exc:  # noqa: BLE001 - no JetStream, subjects taken by another stream
             raise QueueUnavailable(f"NATS at {address.server}: cannot create stream {config.name} on "
-                                   f"{config.subjects[0]} ({exc}); the server needs JetStream "
-                                   f"(nats-server -js) and no other stream on those subjects") from None
+                                   f"{config.subjects[0]} ({type(exc).__name__}: {exc}); the server needs "
+                                   f"JetStream (nats-server -js) and no other stream on those subjects, and "
+                                   f"this user must be allowed to create it (a worker's user is not: start "
+                                   f"the coordinator first, it creates the queue)") from None
 
 
 async def ensure_workers_consumer(js: Any, address: QueueAddress) -> None:

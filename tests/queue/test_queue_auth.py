@@ -239,3 +239,10 @@ def test_a_tls_url_to_a_server_without_tls_sends_nothing_and_exits_2(tmp_path, m
     assert result.returncode == 2, said
     assert f"{url.split('?')[0]} does not require TLS, and this URL asks for it" in said, said
     assert "CONNECT" not in plain.log_path.read_text()  # the server traced no sign-in
+
+
+def test_a_worker_whose_user_may_not_create_the_queue_says_so_and_exits_2(tmp_path, secured, certs):
+    result = worker_once(tmp_path, url_of(secured, "worker", certs))  # no coordinator has made the queue
+    said = result.stdout + result.stderr
+    assert result.returncode == 2, said
+    assert "cannot create stream AGENTGYMQ_AGENTGYM_WORK" in said and "start the coordinator first" in said, said
