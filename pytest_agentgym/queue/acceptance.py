@@ -22,7 +22,9 @@ many (queue/meaning.py :meth:`RunMeaning.refused_result`). The names on the wire
 what the publisher says: without NATS permissions (docs/scale-out.md) a client that
 beats under a worker's name and copies everything else is not told apart by this rule.
 
-Plain data, no network.
+No network: the coordinator passes what it heard, and waits in :class:`Unheard` on its own
+loop. A worker's side of it, :func:`played_before`: a result stored on an item's subject
+counts as the worker's earlier play only when it is its own result of that very item.
 """
 
 from __future__ import annotations

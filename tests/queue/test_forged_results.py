@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 from collections import Counter
 from datetime import datetime, timezone
@@ -40,6 +41,9 @@ TASKS = 20
 #: what the forger sends in the honest worker's name, on the subjects of tasks 0-3
 AS_THE_WORKER = {0: dict(model="FORGED"), 1: dict(checkpoint="forged.ckpt"), 2: dict(run_id="another-run"),
                  3: dict(task_index=4)}
+#: tasks whose forged result takes the msg id the honest worker's first delivery will use, so
+#: JetStream drops the honest result as a duplicate unless the worker publishes it again
+SQUATTED = range(5, 10)
 
 
 def forged_record(item: WorkItem, worker: str, **change) -> EpisodeRecord:
@@ -54,7 +58,8 @@ def forged_record(item: WorkItem, worker: str, **change) -> EpisodeRecord:
 def forge(address: QueueAddress):
     def results(item: WorkItem) -> list[tuple[str, Result]]:
         subject = address.result_subject(item.run_id, item.env, item.task_index, item.repeat)
-        made = [(subject, Result(forged_record(item, "forger"), "forger", 1, item.generation, item.fingerprint))]
+        forged = Result(forged_record(item, "forger"), "forger", 1, item.generation, item.fingerprint)
+        made = [(subject, forged, forged.msg_id()) if item.task_index in SQUATTED else (subject, forged)]
         if item.task_index in AS_THE_WORKER:  # the honest worker's name, the run's model unless changed
             record = forged_record(item, "w1", **{"model": "random", **AS_THE_WORKER[item.task_index]})
             made.append((subject, Result(record, "w1", 1, item.generation, item.fingerprint)))
@@ -83,17 +88,12 @@ def test_a_forger_beside_the_runs_worker_gets_nothing_recorded_and_is_named(tmp_
         output = done.stdout + done.stderr
         forged_sent = list(forger.published)
         assert forger.problems == []
+        stored = asyncio.run(read_stream(server.url, address.results_stream, address.results_of_run(RUN)))
     finally:
         if forger is not None:
             forger.close()
         fleet.stop_all()
-
-    # the forger did its part: every work item answered, first, on the run's results subjects
-    assert len(forger.items) == TASKS and len(forged_sent) == TASKS + len(AS_THE_WORKER)
-    stored = asyncio.run(read_stream(server.url, address.results_stream, address.results_of_run(RUN)))
-    server.stop()
-    senders = Counter(payload["worker"] for _, _, payload in stored)
-    assert senders == {"forger": TASKS, "w1": TASKS + len(AS_THE_WORKER)}, senders
+        server.stop()
 
     # nothing forged was recorded: every episode is the honest worker's, played once
     run_dir = root / "reports" / RUN
@@ -101,6 +101,15 @@ def test_a_forger_beside_the_runs_worker_gets_nothing_recorded_and_is_named(tmp_
     assert len(rows) == TASKS and {(r["model"], r["worker"], r["checkpoint"]) for r in rows} == {("random", "w1", None)}
     assert sorted(r["task_index"] for r in rows) == list(range(TASKS))
     assert fleet.output("w1").count(f"(run {RUN}):") == TASKS, fleet.output("w1")
+    # the squatted msg ids: the worker saw its result dropped as another's and published it again
+    republished = [line for line in fleet.log("w1").splitlines() if "was taken by another message" in line]
+    assert sorted(int(re.search(rf"msg id {RUN}:Maze:(\\d+):", line).group(1)) for line in republished) \
+        == list(SQUATTED), fleet.log("w1")
+
+    # the forger did its part: every work item answered on the run's results subjects
+    assert len(forger.items) == TASKS and len(forged_sent) == TASKS + len(AS_THE_WORKER)
+    senders = Counter(payload["worker"] for _, _, payload in stored)
+    assert senders == {"forger": TASKS, "w1": TASKS + len(AS_THE_WORKER)}, senders
 
     # the exit status is the honest results': the random policy fails the gate the forged rewards would pass
     honest_rate = sum(r["success"] for r in rows) / TASKS
