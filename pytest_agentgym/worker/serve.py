@@ -42,10 +42,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pytest_agentgym.queue import streams
+from pytest_agentgym.queue.acceptance import played_before
 from pytest_agentgym.queue.address import QueueAddress
 from pytest_agentgym.queue.meaning import worker_fingerprint
 from pytest_agentgym.queue.wire import (HEARTBEAT_SUBJECT, MSG_ID_HEADER, RECENT_RUN_S, Heartbeat, Refusal, Result,
-                                        WireError, WireVersionError, WorkItem, decode, encode, stamp)
+                                        WireError, WireVersionError, WorkItem, decode, encode)
 from pytest_agentgym.results.fingerprint import episode_differences
 
 log = logging.getLogger("pytest_agentgym.worker.serve")
@@ -242,7 +243,7 @@ class Worker:
             address = self.config.address
             subject = address.result_subject(item.run_id, item.env, item.task_index, item.repeat)
             stored = await streams.last_on_subject(self._js, address.results_stream, subject)
-            if stored is not None and stamp(stored) == (item.generation, item.reissue):
+            if stored is not None and played_before(stored, item, worker=self.config.name, model=self._model):
                 await msg.ack_sync(timeout=streams.API_TIMEOUT_S)  # played before; only the ack was lost
                 return
             log.info("playing %s delivery %d", item.msg_id, delivery)
@@ -253,7 +254,7 @@ class Worker:
                 self.resources.engine.forget(key)
             record = dataclasses.replace(record, worker=self.config.name, generation=item.generation)
             await self._publish(Result(record, self.config.name, delivery, item.generation, mine, item.reissue),
-                                subject)
+                                subject, item)
             await msg.ack_sync(timeout=streams.API_TIMEOUT_S)
         finally:
             progress.cancel()
@@ -317,20 +318,38 @@ class Worker:
             await asyncio.sleep(max(0.2, self._ack_wait / 3))
             await streams.quietly(msg.in_progress())
 
-    async def _publish(self, result: Result, subject: str) -> None:
-        """Get the result stored, retrying through a reconnect (same msg id: stored once)."""
+    async def _publish(self, result: Result, subject: str, item: WorkItem) -> None:
+        """Get the result stored, retrying through a reconnect (same msg id: stored once).
+
+        A msg id is predictable, so someone else may have stored a message under it first
+        (JetStream then answers "duplicate" and drops ours): when the message stored under
+        it is not this worker's own result of ``item``, the result goes again under a msg
+        id of its own, so a squatted id cannot make an episode wait forever."""
         data, headers = encode(result.to_payload())
-        headers = {**headers, MSG_ID_HEADER: result.msg_id()}
+        msg_id = result.msg_id()
         deadline = time.monotonic() + self.config.reconnect_s
         while True:
             try:
-                await self._js.publish(subject, data, headers=headers, timeout=streams.API_TIMEOUT_S)
-                return
+                ack = await self._js.publish(subject, data, headers={**headers, MSG_ID_HEADER: msg_id},
+                                             timeout=streams.API_TIMEOUT_S)
             except Exception as exc:  # noqa: BLE001 - unstored: the item stays unacked and comes back
                 if time.monotonic() > deadline or self._nc.is_closed:
                     raise
                 log.debug("publish result: %s", exc)
                 await asyncio.sleep(0.5)
+                continue
+            if not getattr(ack, "duplicate", False) or await self._stored_is_mine(ack, item):
+                return
+            msg_id = f"{result.msg_id()}:w{os.urandom(4).hex()}"
+            log.warning("msg id %s of %s was taken by another message; publishing as %s",
+                        result.msg_id(), item.msg_id, msg_id)
+
+    async def _stored_is_mine(self, ack: Any, item: WorkItem) -> bool:
+        try:
+            stored = await self._js.get_msg(ack.stream, ack.seq)
+        except Exception:  # noqa: BLE001 - cannot tell: publish under an id of our own
+            return False
+        return played_before(stored, item, worker=self.config.name, model=self._model)
 
     # -- heartbeats ------------------------------------------------------------------------
 

@@ -83,10 +83,12 @@ class QueueClient:
 
 class Forger(QueueClient):
     """Reads every work item of the queue as it is published and publishes what
-    ``forge(item)`` makes of it: ``(subject, result)`` pairs, in order."""
+    ``forge(item)`` makes of it: ``(subject, result)`` pairs, in order, or
+    ``(subject, result, msg_id)`` to store it under that msg id (a squatter takes the id
+    an honest worker's result will carry)."""
 
     def __init__(self, url: str, address: QueueAddress,
-                 forge: Callable[[WorkItem], list[tuple[str, Result]]]) -> None:
+                 forge: Callable[[WorkItem], list[tuple[Any, ...]]]) -> None:
         super().__init__(url, address)
         self.forge = forge
         self.items: list[WorkItem] = []
@@ -102,8 +104,8 @@ class Forger(QueueClient):
         try:
             item = WorkItem.from_payload(decode(msg.data, msg.headers))
             self.items.append(item)
-            for subject, result in self.forge(item):
-                await self._publish(result, subject, None)
+            for subject, result, *msg_id in self.forge(item):
+                await self._publish(result, subject, msg_id[0] if msg_id else None)
                 self.published.append((subject, result))
         except Exception as exc:  # noqa: BLE001 - the test asserts there were none
             self.problems.append(f"{type(exc).__name__}: {exc}")

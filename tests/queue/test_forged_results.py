@@ -103,7 +103,7 @@ def test_a_forger_beside_the_runs_worker_gets_nothing_recorded_and_is_named(tmp_
     assert fleet.output("w1").count(f"(run {RUN}):") == TASKS, fleet.output("w1")
     # the squatted msg ids: the worker saw its result dropped as another's and published it again
     republished = [line for line in fleet.log("w1").splitlines() if "was taken by another message" in line]
-    assert sorted(int(re.search(rf"msg id {RUN}:Maze:(\\d+):", line).group(1)) for line in republished) \
+    assert sorted(int(re.search(rf"msg id {RUN}:Maze:(\d+):", line).group(1)) for line in republished) \
         == list(SQUATTED), fleet.log("w1")
 
     # the forger did its part: every work item answered on the run's results subjects
