@@ -33,6 +33,7 @@ def test_a_server_given_allow_host_answers_that_name_and_refuses_others(tmp_path
             status, answer = ask(host, "POST", "/create", {})
             assert status == 403, (host, answer)
             assert f"Host {json.dumps(host)}" in json.loads(answer)["error"], answer
+            assert b"--allow-host" in answer and b"AGENTGYM_ALLOW_HOSTS" not in answer, answer  # what was used
         assert ask("127.0.0.1", "GET", "/embedded/envs")[1] == created  # nothing was created
 
         for host in ("example.test", f"example.test:{server.port}", "EXAMPLE.TEST"):

@@ -83,7 +83,7 @@ def serve(name: str, host: str = "127.0.0.1", port: int = 8000, log_level: str =
 
     try:
         guard = HostGuard(host, names_from_env() if allow_hosts is None else allow_hosts,
-                          option=f"{ALLOW_HOSTS_ENV}=NAME")
+                          option=f"{ALLOW_HOSTS_ENV}=NAME" if allow_hosts is None else "--allow-host NAME")
     except ValueError as exc:
         raise SystemExit(f"pytest-agentgym serve {name}: {exc}") from None
     app = create_app(name)
