@@ -12,6 +12,7 @@ secrets themselves, so the URL can be stored and shown as it is::
     nats://10.0.0.5:4222?token_env=NATS_TOKEN                      token (or token_file=PATH)
     tls://10.0.0.5:4222?tls_ca=/etc/agentgym/ca.pem                TLS, the server checked against a CA
     ...&tls_cert=/etc/agentgym/w.pem&tls_key=/etc/agentgym/w.key   mutual TLS (the client's certificate)
+    ...&inbox=_INBOX_lab_worker                                    the connection's inbox prefix
 
 A URL without any of the auth keys takes them from the standard variables, as the
 ``nats`` CLI does: ``NATS_CREDS``, ``NATS_NKEY``, ``NATS_USER`` with ``NATS_PASSWORD``,
@@ -23,6 +24,11 @@ upgrades when the server asks. Files and variables are checked when the URL is r
 (:func:`split_nats_url`), so a bad value is a usage error naming the key; the secrets
 are read when a connection is made (:meth:`NatsAuth.connect_kwargs`), so a rotated
 file is picked up by the next connection. nats-py is not imported here.
+
+Each door has its own inbox prefix (the subjects its requests' answers come to):
+``_INBOX_agentgym_<door>`` (:func:`inbox_prefix`), or ``inbox=PREFIX`` in the URL, so a
+server can let a worker's user subscribe to its own door's inboxes only, not to
+``_INBOX.>``, where it would read the coordinator's answers.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ import asyncio
 import json
 import logging
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
@@ -39,7 +46,11 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 #: The query keys of NATS's own auth, and of TLS.
 AUTH_KEYS = ("creds", "nkey", "user", "password_env", "password_file", "token_env", "token_file")
 TLS_KEYS = ("tls_ca", "tls_cert", "tls_key")
-KEYS = AUTH_KEYS + TLS_KEYS
+#: ``inbox=PREFIX``: the connection's inbox prefix (default: :func:`inbox_prefix` of its door)
+KEYS = AUTH_KEYS + TLS_KEYS + ("inbox",)
+#: The doors, each with its inbox prefix ``_INBOX_agentgym_<door>`` unless the URL names one.
+DOORS = ("coordinator", "worker", "fleet", "events")
+_SUBJECT = re.compile(r"[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*")
 #: The standard variables a URL without auth (or TLS) keys falls back to.
 STANDARD_VARIABLES = {"creds": "NATS_CREDS", "nkey": "NATS_NKEY", "user": "NATS_USER",
                       "password": "NATS_PASSWORD", "token": "NATS_TOKEN", "tls_ca": "NATS_CA",
@@ -65,6 +76,8 @@ class NatsAuth:
     tls_ca: str | None = None
     tls_cert: str | None = None
     tls_key: str | None = None
+    #: the inbox prefix the URL names (``inbox=``); None: the door's own
+    inbox: str | None = None
     #: the URL asked for TLS (``tls://``)
     tls_scheme: bool = False
 
@@ -93,10 +106,15 @@ class NatsAuth:
                 " with a client certificate" if self.tls_cert else "")
         return words
 
-    def connect_kwargs(self, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-        """Keyword arguments for ``nats.connect``: the secrets read now. Raises NatsOptionsError."""
+    def connect_kwargs(self, environ: Mapping[str, str] | None = None, *, door: str | None = None
+                       ) -> dict[str, Any]:
+        """Keyword arguments for ``nats.connect``: the secrets read now, and the inbox prefix
+        (the URL's ``inbox=``, else ``door``'s own; neither: nats-py's ``_INBOX``). Raises
+        NatsOptionsError."""
         environ = os.environ if environ is None else environ
         out: dict[str, Any] = {}
+        if self.inbox or door:
+            out["inbox_prefix"] = self.inbox or inbox_prefix(door or "")
         if self.creds:
             out["user_credentials"] = _readable(self.creds, "creds")
         elif self.nkey:
@@ -127,6 +145,13 @@ class NatsAuth:
         return context
 
 
+def inbox_prefix(door: str) -> str:
+    """The inbox prefix of a door when its URL names none: ``_INBOX_agentgym_<door>``."""
+    if door not in DOORS:
+        raise ValueError(f"door {door!r}: one of {', '.join(DOORS)}")
+    return f"_INBOX_agentgym_{door}"
+
+
 def split_nats_url(url: str, *, where: str = "", form: str = "", environ: Mapping[str, str] | None = None,
                    ) -> tuple[str, dict[str, str], NatsAuth]:
     """``(server, other query keys, auth)`` of a NATS URL; raises NatsOptionsError naming
@@ -153,19 +178,24 @@ def split_nats_url(url: str, *, where: str = "", form: str = "", environ: Mappin
     for key, value in given.items():
         if not value.strip():
             raise NatsOptionsError(f"{at}: {key}= is empty; give a value or leave the key out")
+    if "inbox" in given and not _SUBJECT.fullmatch(given["inbox"]):
+        raise NatsOptionsError(f"{at}: inbox={given['inbox']} is no inbox prefix: give subject tokens (letters, "
+                               f"digits, _ - $) joined by dots, without wildcards or spaces, e.g. "
+                               f"inbox=_INBOX_lab_worker")
     auth = _auth(given, at, environ, tls_scheme=parts.scheme == "tls")
     server = urlunsplit((parts.scheme, parts.netloc, "", "", ""))
     return server, query, auth
 
 
-def nats_server(url: str, *, where: str = "") -> tuple[str, NatsAuth]:
+def nats_server(url: str, *, where: str = "", door: str = "events") -> tuple[str, NatsAuth]:
     """``(server, auth)`` of a URL that has no keys of its own (the event publisher's);
-    raises NatsOptionsError naming ``where`` and the key at fault."""
+    raises NatsOptionsError naming ``where`` and the key at fault. The auth's inbox prefix
+    is the URL's ``inbox=``, else ``door``'s own (``_INBOX_agentgym_events``)."""
     server, rest, auth = split_nats_url(url, where=where)
     if rest:
         raise NatsOptionsError(f"{where + '=' if where else ''}{server}: unknown key(s) {', '.join(sorted(rest))}; "
                                f"known: {', '.join(KEYS)}")
-    return server, auth
+    return server, auth if auth.inbox else replace(auth, inbox=inbox_prefix(door))
 
 
 def _auth(given: dict[str, str], at: str, environ: Mapping[str, str], *, tls_scheme: bool) -> NatsAuth:

@@ -46,6 +46,9 @@ def test_a_url_without_auth_keys_takes_the_standard_variables(tmp_path):
     ("password_env=X", "a password without user=NAME"),
     ("user=w&password_env=X&token_env=Y", "user and token_env/token_file are two ways to authenticate"),
     ("token_env=", "token_env= is empty"),
+    ("inbox=_INBOX.>", "inbox=_INBOX.> is no inbox prefix: give subject tokens"),
+    ("inbox=a..b", "inbox=a..b is no inbox prefix"),
+    ("inbox=my inbox", "inbox=my inbox is no inbox prefix"),
 ])
 def test_a_bad_auth_key_is_a_usage_error_naming_the_key_and_the_fix(query, said):
     with pytest.raises(QueueAddressError) as raised:
@@ -77,3 +80,21 @@ def test_the_queue_says_how_it_signs_in_without_the_secret(monkeypatch):
     assert address.describe() == ("queue lab at tls://127.0.0.1:4222 (AckWait 60 s, MaxDeliver 5, "
                                   "user w (password from $WPASS), TLS)")
     assert QueueAddress.parse("nats://127.0.0.1:4222").describe().endswith("MaxDeliver 5)")
+
+
+def test_each_door_has_its_own_inbox_prefix_unless_the_url_names_one():
+    from pytest_agentgym.queue.streams import door_of
+
+    auth = QueueAddress.parse("nats://127.0.0.1:4222?name=lab").auth
+    assert auth.connect_kwargs({}) == {}  # no door: nats-py's _INBOX
+    for door in ("coordinator", "worker", "fleet"):
+        assert auth.connect_kwargs({}, door=door) == {"inbox_prefix": f"_INBOX_agentgym_{door}"}
+    named = QueueAddress.parse("nats://127.0.0.1:4222?name=lab&inbox=_INBOX_lab_worker").auth
+    assert named.connect_kwargs({}, door="worker") == {"inbox_prefix": "_INBOX_lab_worker"}
+    # the event publisher's URL (nats_server): its own door, events
+    assert nats_server("nats://127.0.0.1:4222")[1].connect_kwargs({}) == {"inbox_prefix": "_INBOX_agentgym_events"}
+    assert nats_server("nats://127.0.0.1:4222?inbox=ev.in")[1].connect_kwargs({}) == {"inbox_prefix": "ev.in"}
+    # streams.connect's callers name their connections "pytest-agentgym <door> ..."
+    assert [door_of(n) for n in ("pytest-agentgym worker gpu0", "pytest-agentgym coordinator run-1",
+                                 "pytest-agentgym fleet", "probe", "pytest-agentgym nobody")] == [
+        "worker", "coordinator", "fleet", None, None]

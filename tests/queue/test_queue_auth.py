@@ -139,6 +139,51 @@ def test_the_worker_user_cannot_publish_work_items_or_create_streams(secured, ce
     assert 'permissions violation for publish to "$js.api.stream.delete.agentgymq_agentgym_work"' in said, violations
 
 
+def test_a_worker_user_cannot_subscribe_to_the_coordinators_inbox(secured, certs):
+    from pytest_agentgym.queue import streams
+    from pytest_agentgym.queue.address import QueueAddress
+
+    coordinator = QueueAddress.parse(url_of(secured, "coordinator", certs))
+    worker = QueueAddress.parse(url_of(secured, "worker", certs))
+
+    async def attempt() -> tuple[bytes, list[str], list[str], int]:
+        nc = await streams.connect(coordinator, name="pytest-agentgym coordinator inbox-test", reconnect_s=1)
+        spy = await streams.connect(worker, name="pytest-agentgym worker spy", reconnect_s=1)
+        violations: list[str] = []
+        heard: list[str] = []
+
+        async def noted(exc: BaseException) -> None:
+            violations.append(str(exc).lower())
+
+        async def listen(msg) -> None:
+            heard.append(msg.subject)
+
+        spy._error_cb = noted  # the server's -ERR for a denied subscription comes here
+        for subject in ("_INBOX.>", "_INBOX_agentgym_coordinator.>", "_INBOX_agentgym_worker.>"):
+            await spy.subscribe(subject, cb=listen)
+        await spy.flush(timeout=2)
+        # the coordinator's requests: their answers go to its inbox, under its own prefix
+        js = nc.jetstream(timeout=2)
+        await streams.ensure_streams(js, coordinator)
+        answers = sum([bool(await js.stream_info(coordinator.work_stream)) for _ in range(3)])
+        deadline = asyncio.get_running_loop().time() + 10
+        while sum("subscription" in v for v in violations) < 2 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)  # polling the -ERRs that arrive asynchronously
+        await spy.flush(timeout=2)  # the server has routed everything it would route to the spy
+        prefix = bytes(nc._inbox_prefix)
+        await spy.close()
+        await nc.close()
+        return prefix, violations, heard, answers
+
+    prefix, violations, heard, answers = asyncio.run(attempt())
+    assert prefix == b"_INBOX_agentgym_coordinator" and answers == 3
+    said = " ".join(violations)
+    assert 'permissions violation for subscription to "_inbox.>"' in said, violations
+    assert 'permissions violation for subscription to "_inbox_agentgym_coordinator.>"' in said, violations
+    assert "_inbox_agentgym_worker" not in said, violations  # its own inboxes it may read
+    assert heard == [], heard  # not one of the coordinator's answers reached the worker's user
+
+
 def test_with_credentials_and_mutual_tls_a_queue_run_plays_every_episode_and_publishes_its_events(
         tmp_path, secured, certs):
     root = tmp_path / "project"
