@@ -1,7 +1,8 @@
 """A small mutation pass over the code that decides what a run counts and concludes
 (ledger, records, reading, merge, compare, gates, the partial-run rule, the step-down
 across environments, errors in comparisons, stopping when decided; issue 39's list over
-results/, run/, compare/ and queue/ is in benchmarks/gates/mutations.py).
+results/, run/, compare/ and queue/ is in benchmarks/gates/mutations.py, its second round
+(h4's findings, path secrets, the resume that never narrows) in mutations_resume.py).
 
 Each mutation is one textual change to one source file; for each, the named tests
 are run against the mutated tree and the mutation is *killed* when they fail. The
@@ -33,6 +34,7 @@ sys.path[:0] = [str(ROOT)]  # benchmarks.*: benchmarks/README.md
 PKG = ROOT / "pytest_agentgym"
 
 from benchmarks.gates.mutations import ISSUE39, Mutation  # noqa: E402
+from benchmarks.gates.mutations_resume import FINDINGS, RESUME  # noqa: E402
 
 MUTATIONS = (
     Mutation("newest generation -> oldest", "results/current.py",
@@ -79,7 +81,8 @@ MUTATIONS = (
              "        lock = _lock(run_dir, run_id_flag)\n        if run_dir.run_file.is_file() or run_dir.episodes_file.is_file():",
              "        taken = run_dir.run_file.is_file() or run_dir.episodes_file.is_file()\n"
              "        lock = _lock(run_dir, run_id_flag)\n        if taken:",
-             ("tests/results/test_lock.py",)),
+             ("tests/results/test_mutants_lock.py::"
+              "test_a_run_written_while_a_new_run_waits_for_the_lock_takes_its_id",)),
     Mutation("compare charges missing-vs-errored keys to the error budget", "compare/pairing.py",
              'return "missing" not in (self.base, self.cand) and "error" in (self.base, self.cand)',
              'return "error" in (self.base, self.cand)',
@@ -141,7 +144,7 @@ MUTATIONS = (
              "    expected = planned_keys - set(unplayed.values())",
              "    expected = set(planned_keys)",
              ("tests/run/test_stop_when_decided.py",)),
-) + ISSUE39
+) + ISSUE39 + FINDINGS + RESUME
 
 
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, float]:
