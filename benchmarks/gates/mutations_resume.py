@@ -15,7 +15,7 @@ _SHOWN = "tests/cli/test_h4_runs_control_characters.py"
 _REDACT = "tests/results/test_redact_paths.py"
 _MUTANTS_REDACT = "tests/results/test_mutants_redact.py"
 _MUTANTS_LOCK = "tests/results/test_mutants_lock.py"
-_MUTANTS_RESUME = "tests/run/test_mutants_resume.py"
+_MUTANTS_RESUME = "tests/run/test_mutants_resume.py::"
 _WHOLE = "tests/run/test_resume_whole.py::"
 _NARROWING = _WHOLE + "test_a_narrowing_resume_is_refused_before_any_episode_naming_what_it_leaves_out"
 _LARGER = _WHOLE + "test_a_larger_selection_is_refused_too"
@@ -156,11 +156,11 @@ RESUME = (
     Mutation("a resume without a suite of a left-out environment goes on", "run/resuming.py",
              "    if unplanned:\n        raise LedgerError(",
              "    if False:\n        raise LedgerError(",
-             (_MUTANTS_RESUME,)),
+             (_MUTANTS_RESUME + "test_a_resume_whose_paths_hold_no_suite_of_a_kept_environment_is_refused",)),
     Mutation("a resume rewrites the fingerprint", "run/resuming.py",
              '    fingerprint = {**fp, **old_fp, "envs": {**(fp.get("envs") or {}), **(old_fp.get("envs") or {})}} \\',
              '    fingerprint = {**old_fp, **fp, "envs": {**(old_fp.get("envs") or {}), **(fp.get("envs") or {})}} \\',
-             (_MUTANTS_RESUME,)),
+             (_MUTANTS_RESUME + "test_a_resume_never_rewrites_the_fingerprint_and_adds_only_what_it_lacked",)),
     Mutation("a resume's environments are those it plays", "run/resuming.py",
              "    environments = tuple(dict.fromkeys([*info.environments, *env_names]))",
              "    environments = tuple(env_names)",
@@ -168,11 +168,11 @@ RESUME = (
     Mutation("a resume rewrites the run's selection and command", "run/resuming.py",
              "    entry = recorded(info) or selection_record(selection_keys, info.command)",
              "    entry = selection_record(selection_keys, info.command)",
-             (_MUTANTS_RESUME,)),
+             (_MUTANTS_RESUME + "test_a_resume_keeps_the_selection_and_command_of_the_runs_start",)),
     Mutation("the whole run's command keeps a resume flag", "run/resuming.py",
              '    words = [w for w in shlex.split(command) if not w.startswith("--agentgym-resume")]',
              "    words = shlex.split(command)",
-             (_MUTANTS_RESUME,)),
+             (_MUTANTS_RESUME + "test_the_whole_runs_command_holds_one_resume_flag",)),
     # -- run/opening.py, run/checks.py: every environment of the run is fingerprinted ------------
     Mutation("the fingerprint is checked for the played environments only", "run/opening.py",
              "    every = list(dict.fromkeys([*env_names, *judged]))",
