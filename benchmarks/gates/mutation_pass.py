@@ -2,7 +2,8 @@
 (ledger, records, reading, merge, compare, gates, the partial-run rule, the step-down
 across environments, errors in comparisons, stopping when decided; issue 39's list over
 results/, run/, compare/ and queue/ is in benchmarks/gates/mutations.py, its second round
-(h4's findings, path secrets, the resume that never narrows) in mutations_resume.py).
+(h4's findings, path secrets, the resume that never narrows) in mutations_resume.py, the
+queue's result checks in mutations_acceptance.py).
 
 Each mutation is one textual change to one source file; for each, the named tests
 are run against the mutated tree and the mutation is *killed* when they fail. The
@@ -34,6 +35,7 @@ sys.path[:0] = [str(ROOT)]  # benchmarks.*: benchmarks/README.md
 PKG = ROOT / "pytest_agentgym"
 
 from benchmarks.gates.mutations import ISSUE39, Mutation  # noqa: E402
+from benchmarks.gates.mutations_acceptance import ACCEPTANCE  # noqa: E402
 from benchmarks.gates.mutations_resume import FINDINGS, RESUME  # noqa: E402
 
 MUTATIONS = (
@@ -144,7 +146,7 @@ MUTATIONS = (
              "    expected = planned_keys - set(unplayed.values())",
              "    expected = set(planned_keys)",
              ("tests/run/test_stop_when_decided.py",)),
-) + ISSUE39 + FINDINGS + RESUME
+) + ISSUE39 + FINDINGS + RESUME + ACCEPTANCE
 
 
 def run_tests(tests: tuple[str, ...]) -> tuple[bool, float]:
