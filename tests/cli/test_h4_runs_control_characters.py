@@ -9,11 +9,15 @@ its escape (``\\x1b``) and the table keeps one line per run.
 
 from __future__ import annotations
 
+import pytest
+
 import re
 
 from helpers.report_fixtures import make_episode, make_info, write_run
 from helpers.small_project import agentgym
 from pytest_agentgym.results.shown import shown
+
+pytestmark = pytest.mark.faults  # issue 39's findings are in the fault tier
 
 NAME = "evil\x1b]0;pwned\x07\x1b[2J"
 MODEL = "\x1b]8;;http://127.0.0.1:1/x\x1b\\qwen\x1b]8;;\x1b\\"

@@ -22,6 +22,8 @@ from helpers.report_fixtures import NO_BROWSER, REQUIRE_BROWSER, find_chromium
 from helpers.runs_index import finished_run, start_view, stop_view
 from helpers.web_callers import ATTACKER, cors_headers, raw, rebinding_chromium, tree
 
+pytestmark = pytest.mark.faults  # issue 39's findings are in the fault tier
+
 CHROMIUM = find_chromium()
 browser_only = pytest.mark.skipif(CHROMIUM is None and not REQUIRE_BROWSER, reason=NO_BROWSER)
 

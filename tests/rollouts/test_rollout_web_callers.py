@@ -20,7 +20,7 @@ from helpers.run_dirs import read_episodes
 from helpers.waiting import wait_until
 from helpers.web_callers import ATTACKER, cors_headers, page_server, raw, rebinding_chromium
 
-pytestmark = pytest.mark.heavy
+pytestmark = [pytest.mark.heavy, pytest.mark.faults]
 
 CHROMIUM = find_chromium()
 browser_only = pytest.mark.skipif(CHROMIUM is None and not REQUIRE_BROWSER, reason=NO_BROWSER)

@@ -18,6 +18,8 @@ from pytest_agentgym.process.managed import ManagedServer
 from helpers import REPO
 from helpers.web_callers import ATTACKER, cors_headers, raw
 
+pytestmark = pytest.mark.faults  # issue 39's findings are in the fault tier
+
 SERVE = [sys.executable, "-m", "pytest_agentgym", "serve", "textcraft", "--port", "{port}"]
 
 
