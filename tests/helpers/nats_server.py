@@ -16,7 +16,8 @@ the config refers to (``password: $WORKER_PASSWORD``); ``scheme="tls"`` makes
 
 Also here: :func:`sample_run_events` (the events of a small run, built with the
 real builders), and nats-py helpers that show what reached the server:
-:func:`read_stream` (a stream's messages, via a consumer) and :class:`Subscriber`.
+:func:`read_stream` (a stream's messages, via a consumer), :class:`Subscriber`, and
+:func:`queue_made` (a coordinator has made its queue).
 """
 
 from __future__ import annotations
@@ -258,3 +259,24 @@ def sample_run_events(run_id: str, episodes: int = 20, env: str = "BabyAI") -> l
         + [batch_completed(run_id, summary, verdicts, node="test-node", model="scripted", checkpoint=None),
            field_status(finished, "finished")]
     )
+
+
+def queue_made(url: str) -> bool:
+    """Whether the queue of ``url`` (its auth keys included) has its streams and the workers'
+    consumer: the coordinator made it. For ``wait_until``, from outside an event loop."""
+    return asyncio.run(_queue_made(url))
+
+
+async def _queue_made(url: str) -> bool:
+    from pytest_agentgym.queue import streams
+    from pytest_agentgym.queue.address import QueueAddress
+
+    address = QueueAddress.parse(url)
+    nc = await streams.connect(address, name="probe", reconnect_s=1)
+    try:
+        await nc.jetstream(timeout=2).consumer_info(address.work_stream, address.workers_consumer)
+        return True
+    except Exception:  # noqa: BLE001 - not yet
+        return False
+    finally:
+        await nc.close()

@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from helpers import REPO
-from helpers.nats_server import NatsServer, read_stream
+from helpers.nats_server import NatsServer, queue_made, read_stream
 from helpers.queue_fleet import Fleet, env_with_repo, pytest_command, suites, worker_profile
 from helpers.run_dirs import read_episodes
 from helpers.tls_certs import make_certs, server_tls_block
@@ -198,7 +198,7 @@ def test_with_credentials_and_mutual_tls_a_queue_run_plays_every_episode_and_pub
     fleet = Fleet(tmp_path / "fleet", url_of(secured, "worker", certs))
     try:
         # the worker's user may not create the queue: the coordinator makes it, then waits for workers
-        wait_until(lambda: asyncio.run(_queue_made(coordinator_url)), 60, "the coordinator made the queue",
+        wait_until(lambda: queue_made(coordinator_url), 60, "the coordinator made the queue",
                    procs=(proc,))
         profile = worker_profile(tmp_path / "worker.yaml", concurrency=2)
         for name in ("w1", "w2"):
@@ -232,21 +232,6 @@ async def _events_stream(url: str) -> None:
     nc = await nats.connect(server, **auth.connect_kwargs())
     await nc.jetstream().add_stream(name="AGENTGYM", subjects=["agentgym.>"])
     await nc.close()
-
-
-async def _queue_made(url: str) -> bool:
-    from pytest_agentgym.queue import streams
-    from pytest_agentgym.queue.address import QueueAddress
-
-    address = QueueAddress.parse(url)
-    nc = await streams.connect(address, name="probe", reconnect_s=1)
-    try:
-        await nc.jetstream(timeout=2).consumer_info(address.work_stream, address.workers_consumer)
-        return True
-    except Exception:  # noqa: BLE001 - not yet
-        return False
-    finally:
-        await nc.close()
 
 
 async def _stored_events(url: str) -> list:
