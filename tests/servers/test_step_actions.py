@@ -8,7 +8,9 @@ fast path):
 * an action with a lone surrogate (``"go to \\udc80"``, valid JSON, not valid UTF-8) is
   answered, with the character replaced by U+FFFD, and the env's reads keep working
   (before: TextCraft answered the step and every later /observation and /detail with a
-  bare 500; WebShop's /state was a 500 for good; SQLGym answered a UTF-8 error).
+  bare 500; WebShop's /state was a 500 for good; SQLGym answered a UTF-8 error); SciWorld
+  (the action goes on through py4j to the JVM) and ALFWorld (TextWorld) included, skipped
+  where their simulators are not installed.
 """
 
 from __future__ import annotations
@@ -95,30 +97,45 @@ def test_a_huge_webshop_action_is_refused_before_it_is_read_and_others_go_on(tmp
         server.stop()
 
 
-@pytest.mark.parametrize("name, base, create, step, reads", [
-    ("textcraft", "", {}, lambda i: {"id": i, "action": f"get 1 {LONE}"},
-     lambda i: [("/observation", {"id": i}), ("/detail", {"id": i})]),
-    ("lmrlgym", "/maze", None, lambda i: {"id": i, "action": f"move {LONE}"},
-     lambda i: [("/maze/observation", {"id": i}), ("/maze/detail", {"id": i})]),
-    ("babyai", "", None, lambda i: {"id": i, "action": f"go to {LONE}"}, lambda i: [("/observation", {"id": i})]),
-    ("webshop", "", None, lambda i: {"env_idx": i, "action": f"search[tea {LONE}]"},
-     lambda i: [("/state", {"env_idx": i}), ("/observation", {"env_idx": i})]),
-    ("sqlgym", "", None, lambda i: {"env_idx": i, "action": f"SELECT '{LONE}'"},
-     lambda i: [("/observation", {"env_idx": i})]),
-])
+def _reset(path: str, **body):
+    return lambda i: (path, {"id": i, **body})
+
+
+LONE_CASES = [
+    pytest.param("textcraft", "", {}, None, lambda i: {"id": i, "action": f"get 1 {LONE}"},
+                 lambda i: [("/observation", {"id": i}), ("/detail", {"id": i})], id="textcraft"),
+    pytest.param("lmrlgym", "/maze", None, _reset("/maze/reset", game=0), lambda i: {"id": i, "action": f"move {LONE}"},
+                 lambda i: [("/maze/observation", {"id": i}), ("/maze/detail", {"id": i})], id="lmrlgym"),
+    pytest.param("babyai", "", None, _reset("/reset", data_idx=0), lambda i: {"id": i, "action": f"go to {LONE}"},
+                 lambda i: [("/observation", {"id": i})], id="babyai"),
+    pytest.param("webshop", "", None, None, lambda i: {"env_idx": i, "action": f"search[tea {LONE}]"},
+                 lambda i: [("/state", {"env_idx": i}), ("/observation", {"env_idx": i})], id="webshop"),
+    pytest.param("sqlgym", "", None, lambda i: ("/reset", {"env_idx": i, "item_id": 0}),
+                 lambda i: {"env_idx": i, "action": f"SELECT '{LONE}'"},
+                 lambda i: [("/observation", {"env_idx": i})], id="sqlgym"),
+    # a JVM per env (ScienceWorld's simulator): the action crosses py4j into Java (about 9 s)
+    pytest.param("sciworld", "", None, _reset("/reset", data_idx=4240), lambda i: {"id": i, "action": f"look at {LONE}"},
+                 lambda i: [("/observation", {"id": i}), ("/state", {"id": i}), ("/detail", {"id": i})],
+                 id="sciworld"),
+    # TextWorld's parser and the PDDL engine (about 5 s)
+    pytest.param("alfworld", "", None, _reset("/reset", game=2420, world_type="Text"),
+                 lambda i: {"id": i, "action": f"go to {LONE}"},
+                 lambda i: [("/observation", {"id": i}), ("/available_actions", {"id": i}), ("/detail", {"id": i})],
+                 id="alfworld"),
+]
+
+
+@pytest.mark.parametrize("name, base, create, reset, step, reads", LONE_CASES)
 def test_a_lone_surrogate_in_an_action_is_replaced_and_the_env_keeps_answering(tmp_path, name, base, create,
-                                                                              step, reads):
+                                                                              reset, step, reads):
     server = serve(name, tmp_path)
     try:
         with httpx.Client(base_url=server.url, timeout=120) as client:
             made = client.post(f"{base}/create", **({} if create is None else {"json": create})).json()
             env = made if isinstance(made, int) else made["id"]
-            if name == "babyai":
-                client.post("/reset", json={"id": env, "data_idx": 0}).raise_for_status()
-            if name == "lmrlgym":
-                client.post("/maze/reset", json={"id": env, "game": 0}).raise_for_status()
-            if name == "sqlgym":
-                client.post("/reset", json={"env_idx": env, "item_id": 0}).raise_for_status()
+            if reset is not None:
+                path, body = reset(env)
+                client.post(path, json=body).raise_for_status()
             # json.dumps writes the lone surrogate as the escape \udc80: valid JSON
             sent = json.dumps(step(env))
             assert "\\udc80" in sent
