@@ -125,7 +125,7 @@ async def _watch(address: Any, args: argparse.Namespace, *, out: TextIO, live: b
     if refused is None:
         try:
             nc = await streams.connect(address, name="pytest-agentgym fleet", reconnect_s=RECONNECT_S,
-                                       on_closed=closed)
+                                       on_closed=closed, door="fleet")
         except streams.QueueUnavailable as exc:
             if " unreachable " not in str(exc):  # there, but it refused the sign-in or TLS: say that
                 print(f"pytest-agentgym fleet: {exc}", file=sys.stderr)

@@ -101,7 +101,8 @@ class QueueCoordinator:
 
     async def _connect(self) -> None:
         self._nc = await streams.connect(self.address, name=f"pytest-agentgym coordinator {self.run_id}",
-                                         reconnect_s=self.reconnect_s, on_closed=self._connection_closed)
+                                         reconnect_s=self.reconnect_s, on_closed=self._connection_closed,
+                                         door="coordinator")
         self._js = self._nc.jetstream(timeout=streams.API_TIMEOUT_S)
         await streams.ensure_streams(self._js, self.address)
         await streams.ensure_workers_consumer(self._js, self.address)

@@ -22,7 +22,7 @@ import logging
 from typing import Any, Awaitable, Callable
 
 from pytest_agentgym.queue.address import QueueAddress
-from pytest_agentgym.transport.nats_options import (DOORS, NatsOptionsError, first_refusal, refusal,
+from pytest_agentgym.transport.nats_options import (NatsOptionsError, first_refusal, refusal,
                                                     refuse_plain_text)
 
 log = logging.getLogger("pytest_agentgym.queue")
@@ -46,8 +46,8 @@ async def connect(address: QueueAddress, *, name: str, reconnect_s: float, conne
     """A connection that reconnects for at most ``reconnect_s`` seconds after a loss
     (nats-py's defaults would try for two minutes), then closes and calls ``on_closed``.
     The first connect gives up after ``connect_timeout`` seconds. Its inbox prefix is the
-    URL's ``inbox=``, else ``door``'s own (``_INBOX_agentgym_worker``, ...); without
-    ``door``, the door a name ``pytest-agentgym <door> ...`` says, else nats-py's ``_INBOX``."""
+    URL's ``inbox=``, else ``door``'s own (``_INBOX_agentgym_worker``, ...; the documented
+    permissions let each user subscribe only to its door's), else nats-py's ``_INBOX``."""
     import nats
 
     attempts = max(1, int(reconnect_s / RECONNECT_WAIT_S))
@@ -57,7 +57,7 @@ async def connect(address: QueueAddress, *, name: str, reconnect_s: float, conne
             await on_closed()
 
     try:
-        signed_in = address.auth.connect_kwargs(door=door or door_of(name))
+        signed_in = address.auth.connect_kwargs(door=door)
         await refuse_plain_text(address.server, address.auth, connect_timeout)
     except NatsOptionsError as exc:
         raise QueueUnavailable(f"NATS at {address.server}: {exc}") from None
@@ -82,12 +82,6 @@ async def connect(address: QueueAddress, *, name: str, reconnect_s: float, conne
                                f"NATS at {address.server} unreachable ({said}); start nats-server with "
                                f"JetStream (nats-server -js) or fix the URL") from None
     return nc
-
-
-def door_of(name: str) -> str | None:
-    """The door of a connection named ``pytest-agentgym <door> ...`` (coordinator, worker, fleet)."""
-    words = name.split()
-    return words[1] if len(words) > 1 and words[0] == "pytest-agentgym" and words[1] in DOORS else None
 
 
 async def ensure_streams(js: Any, address: QueueAddress) -> None:

@@ -119,7 +119,7 @@ class Worker:
         when the worker could not start."""
         try:  # the queue first: no model is launched for a queue that is not there
             self._nc = await streams.connect(self.config.address, name=f"pytest-agentgym worker {self.config.name}",
-                                             reconnect_s=self.config.reconnect_s, on_closed=self._closed)
+                                             reconnect_s=self.config.reconnect_s, on_closed=self._closed, door="worker")
             self._js = self._nc.jetstream(timeout=streams.API_TIMEOUT_S)
             await streams.ensure_streams(self._js, self.config.address)
         except streams.QueueUnavailable as exc:

@@ -147,8 +147,9 @@ def test_a_worker_user_cannot_subscribe_to_the_coordinators_inbox(secured, certs
     worker = QueueAddress.parse(url_of(secured, "worker", certs))
 
     async def attempt() -> tuple[bytes, list[str], list[str], int]:
-        nc = await streams.connect(coordinator, name="pytest-agentgym coordinator inbox-test", reconnect_s=1)
-        spy = await streams.connect(worker, name="pytest-agentgym worker spy", reconnect_s=1)
+        nc = await streams.connect(coordinator, name="pytest-agentgym coordinator inbox-test", reconnect_s=1,
+                                         door="coordinator")
+        spy = await streams.connect(worker, name="pytest-agentgym worker spy", reconnect_s=1, door="worker")
         violations: list[str] = []
         heard: list[str] = []
 
