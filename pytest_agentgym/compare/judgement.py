@@ -24,17 +24,19 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping, Sequence
 
 from pytest_agentgym.results.aggregate import mixed_models, shipped_reward_ranges
 from pytest_agentgym.compare import statistics as stats
-from pytest_agentgym.compare.comparison import ERRORS_OPEN, VERDICTS, Comparison, EnvComparison, worst
+from pytest_agentgym.compare.comparison import Comparison, EnvComparison, worst
 from pytest_agentgym.compare.error import CompareError
+from pytest_agentgym.compare.error_rule import budget_reason, errors_decide, resume_command
 from pytest_agentgym.compare.pairing import METRICS, EnvPairs, one_sided_error, pair_env
 from pytest_agentgym.compare.runs import LoadedRun, load_run
 from pytest_agentgym.compare.settings_check import settings_differences
 from pytest_agentgym.config.tasks import describe_keys
 from pytest_agentgym.results.gates import DEFAULT_MAX_ERROR_RATE, TOLERANCE
+from pytest_agentgym.results.records import EpisodeRecord
 from pytest_agentgym.results.store import RunDir
 
 
@@ -53,14 +55,14 @@ class _Estimate:
 
 
 def _number(value: object, name: str, low: float, high: float, *, open_low: bool = False,
-            open_high: bool = False) -> float:
+            open_high: bool = False, why: str = "") -> float:
     ok_type = isinstance(value, (int, float)) and not isinstance(value, bool)
     number = float(value) if ok_type else math.nan  # type: ignore[arg-type]
     inside = (math.isfinite(number) and (number > low if open_low else number >= low)
               and (number < high if open_high else number <= high))
     if not inside:
         span = f"{'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}"
-        raise CompareError(f"{name} must be a number in {span}, not {value!r}")
+        raise CompareError(f"{name} must be a number in {span}, not {value!r}{why if number >= high else ''}")
     return number
 
 
@@ -120,6 +122,17 @@ def _bounds(pairs: EnvPairs) -> tuple[float, float]:
 
 
 def _estimate(pairs: EnvPairs, alpha: float) -> _Estimate:
+    """The test and the interval of one environment. Below
+    :func:`~pytest_agentgym.compare.statistics.fewest_units_for_sign_flip` paired tasks no
+    interval is claimed on any path (no exact two-sided test can reject there), so a drop
+    there is ``inconclusive`` whether the values are 0/1 or continuous."""
+    estimate = _estimate_any(pairs, alpha)
+    if len(pairs.units) < stats.fewest_units_for_sign_flip(alpha) and estimate.ci is not None:
+        return dataclasses.replace(estimate, ci=None)
+    return estimate
+
+
+def _estimate_any(pairs: EnvPairs, alpha: float) -> _Estimate:
     base_value, cand_value = pairs.mean(0), pairs.mean(1)
     assert base_value is not None and cand_value is not None
     delta = cand_value - base_value
@@ -130,14 +143,14 @@ def _estimate(pairs: EnvPairs, alpha: float) -> _Estimate:
     single = all(len(b) == 1 for b, _ in pairs.units.values())
     if zero_one and single:
         drops, gains = _discordant(pairs)
-        ci = stats.paired_score_interval(drops, gains, len(pairs.matched), alpha)
+        ci = stats.paired_score_interval(drops, gains, pairs.paired_keys, alpha)
         return _Estimate(base_value, cand_value, delta, ci, stats.mcnemar_drop_p(drops, gains),
                          f"exact McNemar ({drops} pass->fail, {gains} fail->pass); "
                          f"{level} Tango score interval{of}", stats.mcnemar_support(drops + gains))
     if zero_one:
         p_raw, how, support = stats.sign_flip_test(differences, lattice=pairs.repeat_counts)
         drops, gains = _discordant(pairs)
-        low, high = stats.paired_score_interval(drops, gains, len(pairs.matched), alpha)
+        low, high = stats.paired_score_interval(drops, gains, pairs.paired_keys, alpha)
         by_task = stats.t_interval(differences, alpha)
         if by_task is not None:
             low, high = max(-1.0, min(low, by_task[0])), min(1.0, max(high, by_task[1]))
@@ -147,31 +160,23 @@ def _estimate(pairs: EnvPairs, alpha: float) -> _Estimate:
     p_raw, how, support = stats.sign_flip_test(differences)
     span = _reward_span(pairs)
     ci = stats.floored_t_interval(differences, alpha, span)
-    if len(differences) < stats.fewest_units_for_sign_flip(alpha):
-        ci = None
-    elif ci is not None:
+    if ci is not None:
         ci = (max(ci[0], -span), min(ci[1], span))
     return _Estimate(base_value, cand_value, delta, ci, p_raw,
                      f"sign-flip test over tasks, {how}; {level} Student t interval over tasks, "
                      f"half-width at least {span:g} z^2/(n + z^2)", support)
 
 
-def _error_reason(pairs: EnvPairs, max_error_rate: float) -> str | None:
-    matched, errored = len(pairs.matched), pairs.errored
-    both = matched + len(errored)
-    if both == 0:
+def _error_reason(pairs: EnvPairs, max_error_rate: float, resume: Mapping[str, str] | None = None) -> str | None:
+    """Why the environment cannot be judged: nothing in both runs, or errors over the
+    budget (:func:`~pytest_agentgym.compare.error_rule.budget_reason`); None when it can."""
+    if len(pairs.matched) + len(pairs.errored) == 0:
         if pairs.only_base and not pairs.only_cand:
             return "not in the candidate run: nothing to compare"
         if pairs.only_cand and not pairs.only_base:
             return "not in the baseline run: nothing to compare"
         return "no episode is in both runs: nothing to compare"
-    rate = len(errored) / both
-    if rate > max_error_rate + TOLERANCE:
-        where = describe_keys((f.task_index, f.repeat) for f in errored)
-        return (f"{len(errored)} of {both} episodes errored in either run ({rate:.1%} > error budget "
-                f"{max_error_rate:.1%}; tasks {where}): fix the errors (see each run's logs/) and "
-                f"resume the run that has them with --agentgym-resume")
-    return None
+    return budget_reason(pairs, max_error_rate, resume)
 
 
 def _family(pairs: dict[str, EnvPairs], reasons: dict[str, str | None], *, margin: float,
@@ -183,31 +188,6 @@ def _family(pairs: dict[str, EnvPairs], reasons: dict[str, str | None], *, margi
                                    {env: e.support for env, e in estimates.items()})
     return {env: _judge(p, estimates.get(env), adjusted.get(env), reasons[env], margin=margin, alpha=alpha)
             for env, p in pairs.items()}
-
-
-def _errors_decide(recorded: EnvComparison, against: EnvComparison, pairs: EnvPairs) -> EnvComparison:
-    """The verdict when some keys errored in one run and scored in the other. Left out
-    (as recorded), they could hide a drop: the candidate's errors may be the tasks it
-    now fails. So the comparison is also made with each of them counted against the
-    candidate (its errors as its worst score, the baseline's as the best), and the
-    verdict is never better than that one: an ``ok`` that the errors could turn into a
-    possible drop is ``inconclusive``; a verdict they could turn into ``regressed`` is
-    ``error`` (errors are no evidence of a regression, but they stand in the way of a
-    pass). Either way the detail says which keys and how to play them again."""
-    if VERDICTS.index(against.verdict) <= VERDICTS.index(recorded.verdict):
-        return recorded
-    keys = [f for f in pairs.flips if one_sided_error(f)]
-    cand_side = sum(1 for f in keys if f.cand == "error")
-    where = describe_keys((f.task_index, f.repeat) for f in keys)
-    interval = f" [{against.ci[0]:.3f}, {against.ci[1]:.3f}]" if against.ci else ""
-    verdict = "error" if against.verdict == "regressed" else "inconclusive"
-    detail = (f"{'the errors decide the verdict' if verdict == 'error' else ERRORS_OPEN}: {len(keys)} "
-              f"episode(s) errored in one run and scored in the other ({cand_side} in the candidate; tasks "
-              f"{where}); left out, the verdict is {recorded.verdict}, counted against the candidate it is "
-              f"{against.verdict} (Δ {against.delta:+.3f}{interval}): resume the run with the errors "
-              f"(--agentgym-resume) to play them again")
-    return dataclasses.replace(recorded, verdict=verdict, detail=detail, needed_for_margin=None,
-                               repeats_for_margin=None)
 
 
 def _judge(pairs: EnvPairs, estimate: _Estimate | None, p_value: float | None, reason: str | None, *,
@@ -278,12 +258,14 @@ def compare_runs(base: str | Path | RunDir | LoadedRun, candidate: str | Path | 
 
     Raises :class:`CompareError` for a path that is not a readable run directory
     with results, a metric other than ``success``/``reward``, a margin outside
-    [0, 1], an alpha outside (0, 1), and, unless ``allow_mismatch``, runs whose
+    [0, 1) (at 1 no verdict could mean anything), an alpha outside (0, 1), and, unless ``allow_mismatch``, runs whose
     settings differ (each difference on its own line; with ``allow_mismatch`` the
     comparison carries them in ``mismatches``)."""
     if metric not in METRICS:
         raise CompareError(f"metric {metric!r} is not one of {', '.join(METRICS)}")
-    margin = _number(margin, "margin", 0.0, 1.0)
+    margin = _number(margin, "margin", 0.0, 1.0, open_high=True,
+                     why="; no change is a drop larger than 1 of a success rate or of a [0, 1] reward, so at "
+                         "margin 1 nothing could be regressed (and ok would say nothing)")
     alpha = _number(alpha, "alpha", 0.0, 1.0, open_low=True, open_high=True)
     max_error_rate = _number(max_error_rate, "max_error_rate", 0.0, 1.0)
     base_run, cand_run = load_run(base, "baseline"), load_run(candidate, "candidate")
@@ -302,22 +284,46 @@ def compare_runs(base: str | Path | RunDir | LoadedRun, candidate: str | Path | 
             f"way; these settings change what an episode means:\n  - " + "\n  - ".join(mismatches)
             + "\nrun the candidate with the baseline's settings, or compare anyway with "
               "--allow-mismatch (pytest: --agentgym-allow-mismatch)")
-    pairs = {env: pair_env(env, base_run.records, cand_run.records, metric) for env in names}
-    reasons = {env: _error_reason(p, max_error_rate) for env, p in pairs.items()}
-    for side, run in (("baseline", base_run), ("candidate", cand_run)):
-        for env, why in mixed_models(r for r in run.records if r.env in names).items():
-            reasons[env] = reasons[env] or f"the {side} run's {why}"  # a rate over two models is neither's
-    environments = _family(pairs, reasons, margin=margin, alpha=alpha)
-    hiding = [env for env, p in pairs.items()
-              if reasons[env] is None and any(one_sided_error(f) for f in p.flips)]
-    if hiding:
-        worst_case = {env: pair_env(env, base_run.records, cand_run.records, metric,
-                                    against_candidate=_bounds(p)) if env in hiding else p
-                      for env, p in pairs.items()}
-        against = _family(worst_case, reasons, margin=margin, alpha=alpha)
-        for env in hiding:
-            environments[env] = _errors_decide(environments[env], against[env], pairs[env])
+    resume = {"baseline": resume_command(base_run), "candidate": resume_command(cand_run)}
+    environments = judge_records(base_run.records, cand_run.records, names, metric=metric, margin=margin,
+                                 alpha=alpha, max_error_rate=max_error_rate, resume=resume)
     return Comparison(base=base_run.given, candidate=cand_run.given, base_run_id=base_run.info.run_id,
                       candidate_run_id=cand_run.info.run_id, metric=metric, margin=margin, alpha=alpha,
                       verdict=worst([e.verdict for e in environments.values()]),
                       environments=environments, mismatches=tuple(mismatches), runs=(base_run, cand_run))
+
+
+def judge_records(base: Sequence[EpisodeRecord], cand: Sequence[EpisodeRecord], names: Sequence[str], *,
+                  metric: str, margin: float, alpha: float, max_error_rate: float,
+                  resume: Mapping[str, str] | None = None) -> dict[str, EnvComparison]:
+    """The verdict of each environment of ``names``: the current records of the two runs
+    paired, the error budget, the family judged with the step-down, then the error rule
+    (:mod:`~pytest_agentgym.compare.error_rule`) where a key errored in one run and scored
+    in the other. ``resume``: ``baseline``/``candidate`` -> the command that resumes that
+    run, named in the verdicts the errors leave open. compare_runs is this on two run
+    directories; the calibration studies call it on records in memory."""
+    pairs = {env: pair_env(env, base, cand, metric) for env in names}
+    reasons = {env: _error_reason(p, max_error_rate, resume) for env, p in pairs.items()}
+    for side, records in (("baseline", base), ("candidate", cand)):
+        for env, why in mixed_models(r for r in records if r.env in names).items():
+            reasons[env] = reasons[env] or f"the {side} run's {why}"  # a rate over two models is neither's
+    environments = _family(pairs, reasons, margin=margin, alpha=alpha)
+    hiding = [env for env, p in pairs.items()
+              if reasons[env] is None and any(one_sided_error(f) for f in p.flips)]
+    if not hiding:
+        return environments
+
+    def judged_with(scored: str) -> dict[str, EnvComparison]:
+        """The family with the hiding environments' one-sided errors given values: both the
+        worst (``failures``), or the candidate's the worst and the baseline's the best."""
+        repaired = {}
+        for env, p in pairs.items():
+            low, high = _bounds(p)
+            repaired[env] = (pair_env(env, base, cand, metric, errors_as=(low, low if scored == "failures" else high))
+                             if env in hiding else p)
+        return _family(repaired, reasons, margin=margin, alpha=alpha)
+
+    as_failures, against = judged_with("failures"), judged_with("against the candidate")
+    for env in hiding:
+        environments[env] = errors_decide(environments[env], as_failures[env], against[env], pairs[env], resume)
+    return environments

@@ -81,6 +81,12 @@ class EnvPairs:
         return [f for f in self.flips if f.errored]
 
     @property
+    def paired_keys(self) -> int:
+        """Keys behind the units: the matched ones, and with ``errors_as`` the errored keys
+        paired with a value (Tango's interval counts these, not only the matched)."""
+        return sum(len(b) for b, _ in self.units.values())
+
+    @property
     def only_base(self) -> int:
         return sum(1 for f in self.flips if f.cand == "missing" and f.base != "missing")
 
@@ -150,14 +156,19 @@ def _sample_variance(values: Sequence[float]) -> float:
 
 
 def pair_env(env: str, base: Iterable[EpisodeRecord], cand: Iterable[EpisodeRecord],
-             metric: str, *, against_candidate: tuple[float, float] | None = None) -> EnvPairs:
+             metric: str, *, against_candidate: tuple[float, float] | None = None,
+             errors_as: tuple[float, float] | None = None) -> EnvPairs:
     """Pair one environment's current records of the two runs.
 
-    ``against_candidate``: ``(worst, best)`` values of the metric. When given, a key
-    that errored in one run and scored in the other is paired too, counted against
-    the candidate: ``worst`` where the candidate errored, ``best`` where the baseline
-    did (the worst case the errors could hide; see compare_runs). Keys that errored
-    in both runs are left out either way."""
+    ``errors_as``: ``(candidate's, baseline's)`` values given to a key that errored in
+    one run and scored in the other, which is then paired too: the candidate's value
+    where the candidate errored, the baseline's where the baseline did (see
+    :mod:`~pytest_agentgym.compare.error_rule`). ``against_candidate``: ``(worst, best)``
+    values of the metric, the same as ``errors_as=(worst, best)``: each such key counted
+    against the candidate, the worst case the errors could hide. Keys that errored in
+    both runs are left out either way."""
+    if against_candidate is not None:
+        errors_as = against_candidate
     base_by_key = {(r.task_index, r.repeat): r for r in base if r.env == env}
     cand_by_key = {(r.task_index, r.repeat): r for r in cand if r.env == env}
     flips = []
@@ -171,11 +182,11 @@ def pair_env(env: str, base: Iterable[EpisodeRecord], cand: Iterable[EpisodeReco
             unit = units.setdefault(key[0], ([], []))
             unit[0].append(_value(flip.base, flip.base_reward, metric))
             unit[1].append(_value(flip.cand, flip.cand_reward, metric))
-        elif against_candidate is not None and one_sided_error(flip):
-            worst, best = against_candidate
+        elif errors_as is not None and one_sided_error(flip):
+            cand_error, base_error = errors_as
             unit = units.setdefault(key[0], ([], []))
-            unit[0].append(best if flip.base == "error" else _value(flip.base, flip.base_reward, metric))
-            unit[1].append(worst if flip.cand == "error" else _value(flip.cand, flip.cand_reward, metric))
+            unit[0].append(base_error if flip.base == "error" else _value(flip.base, flip.base_reward, metric))
+            unit[1].append(cand_error if flip.cand == "error" else _value(flip.cand, flip.cand_reward, metric))
     return EnvPairs(env=env, metric=metric, flips=tuple(flips),
                     units={t: (tuple(b), tuple(c)) for t, (b, c) in units.items()},
                     baseline_variance=baseline_variance(list(base_by_key.values()), metric))
