@@ -4,18 +4,22 @@ A run that compares with a baseline plays each environment's tasks in a seeded
 random order (:func:`play_order`), so that the tasks played at any point are a
 random sample of the planned ones and the comparison on them estimates the same
 change. At a few *looks* (after 1/4, 1/2 and 3/4 of the planned tasks,
-:meth:`SequentialPlan.look_points`) the comparison so far is judged with a small
-share of alpha; when it is decided the environment stops, and the rest of its
-episodes are not played. The looks spend alpha by a union bound (a Bonferroni
-split over the looks, in the manner of Haybittle and Peto): each interim look may
-call a regression at ``alpha * share / m`` (``m`` environments compared together)
-and ``ok`` with an interval whose lower end errs with chance ``alpha * share / 2``;
-the final comparison of the environments that played to the end uses what is
-left, ``alpha * (1 - looks * share)`` (0.047 at alpha 0.05). However the looks
-fall, the chance of a false alarm over the whole run stays at most alpha, and the
-chance of a wrong ``ok`` at most alpha / 2, as for the fixed-size comparison; the
-price is the slightly smaller final alpha. Measured:
-benchmarks/gates/gate_calibration.py --sequential.
+:meth:`SequentialPlan.look_points`) the comparison of exactly the first ``n`` tasks
+of that order is judged; when it is decided the environment stops, and the rest of
+its episodes are not played.
+
+The regression side is a group-sequential test (compare/boundaries.py): each
+environment of a family of ``m`` spends ``alpha / m`` along an O'Brien-Fleming-shaped
+Lan-DeMets function, with boundaries computed exactly for the discrete test (the
+sign-flip walk; McNemar's on 0/1 tasks) given the tasks played by each look. The
+final comparison of the environments that play to the end (compare_runs, Holm across
+them) runs at :meth:`SequentialPlan.final_alpha`: the largest alpha at which its first
+Holm step rejects no p-value that the exact design's final look would not (so every
+environment errs with chance at most ``alpha / m`` over all its looks), and at most
+``alpha * (1 - OK_SHARE)``. The ``ok`` side spends ``alpha * OK_SHARE`` over the
+interim looks in the same shape (the interval's lower end at look ``k`` errs with
+chance half of :meth:`SequentialPlan.ok_alpha`), so a wrong ``ok`` stays at most
+alpha / 2 by a union bound. Measured: benchmarks/gates/sequential_study.py.
 
 A threshold gate (``success_rate >= 0.8``) is decided exactly, with no
 statistics (:func:`gate_decided`): when no score of the episodes left could
@@ -31,15 +35,16 @@ import random
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+from pytest_agentgym.compare.boundaries import Design, design, obf_spend
 from pytest_agentgym.compare.pairing import EnvPairs, pair_env
 from pytest_agentgym.results.gates import TOLERANCE, Gate
 from pytest_agentgym.results.records import EpisodeRecord
 
 #: The interim looks, as fractions of an environment's planned tasks.
 LOOKS = (0.25, 0.5, 0.75)
-#: The share of alpha each interim look spends: on a regression (one-sided), and on an
-#: ``ok`` (its two-sided interval, so half of it on the side that matters).
-SHARE = 0.02
+#: The share of alpha the interim ``ok`` looks spend, in all, on their two-sided intervals;
+#: the final comparison runs at no more than what is left.
+OK_SHARE = 0.1
 
 
 @dataclass(frozen=True)
@@ -51,25 +56,26 @@ class SequentialPlan:
     #: environments compared together (the Holm family of the final comparison)
     n_envs: int = 1
     looks: tuple[float, ...] = LOOKS
-    share: float = SHARE
+    ok_share: float = OK_SHARE
 
     @property
     def regressed_level(self) -> float:
-        """The raw one-sided p-value an interim look needs to call a regression."""
-        return self.alpha * self.share / max(1, self.n_envs)
+        """The one-sided alpha each environment's looks (the final one included) spend on a
+        regression: its Bonferroni share of the family."""
+        return self.alpha / max(1, self.n_envs)
 
-    @property
-    def ok_alpha(self) -> float:
-        """The two-sided level of the interval an interim look needs above -margin (its
-        lower end errs with chance half of it)."""
-        return self.alpha * self.share
+    def ok_alpha(self, fraction: float, before: float = 0.0) -> float:
+        """The two-sided level of the interval of a look at information ``fraction`` whose
+        previous look was at ``before``: the ``ok`` budget spent in the O'Brien-Fleming shape
+        (its lower end errs with chance half of it)."""
+        budget = self.alpha * self.ok_share
+        return budget * (obf_spend(fraction, self.alpha) - obf_spend(before, self.alpha)) / self.alpha
 
     @property
     def final_alpha(self) -> float:
-        """The alpha of the final comparison of the environments that played to the end:
-        what the looks left on the regression side (alpha - looks * alpha * share), which
-        also leaves the final interval's lower end alpha / 2 minus what the looks spent."""
-        return self.alpha * (1 - len(self.looks) * self.share)
+        """The most the final comparison may use (what the ``ok`` looks left); the run's
+        figure is :func:`final_alpha` of the environments that play to the end."""
+        return self.alpha * (1 - self.ok_share)
 
     def look_points(self, planned_tasks: int) -> tuple[int, ...]:
         """The numbers of completed tasks at which an environment of ``planned_tasks`` is
@@ -122,35 +128,69 @@ def completed_tasks(records: Sequence[EpisodeRecord], planned: dict[int, int]) -
     return [t for t, repeats in planned.items() if len(seen.get(t, ())) >= repeats]
 
 
+def _steps(pairs: EnvPairs, order: Sequence[int], points: Sequence[int]) -> list[list[float]]:
+    """The differences of the tasks each look adds, in play order (tasks with no matched
+    unit add nothing: an error, or not played)."""
+    differences = dict(zip(pairs.units, pairs.differences))
+    edges = [0, *points]
+    return [[differences[t] for t in order[start:stop] if t in differences] for start, stop in zip(edges, edges[1:])]
+
+
+def regression_design(pairs: EnvPairs, order: Sequence[int], points: Sequence[int], plan: SequentialPlan,
+                      planned: int) -> Design:
+    """The exact boundaries of looks at ``points`` (counts of tasks in play ``order``; the
+    last may be ``planned``, the final look) of an environment of ``planned`` tasks."""
+    return design(_steps(pairs, order, points), [p / planned for p in points], plan.regressed_level,
+                  scales=pairs.repeat_counts or (1,))
+
+
+def final_alpha(finals: Sequence[tuple[Design, int]], plan: SequentialPlan) -> float:
+    """The alpha of the final comparison of the environments that play to the end, given
+    each one's exact design over all its looks and the size of the Holm family it is
+    compared in: the largest alpha whose first Holm step (``alpha / family``) lies below
+    every environment's next attainable p-value past its design's final level, so it
+    rejects nothing the design would not; at most :attr:`SequentialPlan.final_alpha`."""
+    cap = plan.final_alpha
+    limits = [family * d.final_next for d, family in finals if family > 0]
+    return min([cap, *(limit * (1 - 1e-9) for limit in limits)])
+
+
 def decide_against_baseline(env: str, baseline: Sequence[EpisodeRecord], candidate: Sequence[EpisodeRecord],
-                            tasks: Sequence[int], plan: SequentialPlan, *, metric: str,
+                            order: Sequence[int], points: Sequence[int], plan: SequentialPlan, *, metric: str,
                             max_error_rate: float) -> tuple[str, str] | None:
-    """``(verdict, why)`` when the comparison on ``tasks`` (completed by the candidate)
-    is decided at an interim look, else None. ``regressed``: a drop larger than the
-    margin, significant at :attr:`SequentialPlan.regressed_level`; ``ok``: the
-    interval at :attr:`SequentialPlan.ok_alpha`, with every key that errored in one
-    run counted against the candidate, lies above -margin. Over the error budget
+    """``(verdict, why)`` when the comparison at the look of ``points[-1]`` tasks (the first
+    ones of the play ``order`` of the environment's planned tasks; ``points``: every look
+    up to this one) is decided, else None. ``regressed``: a drop larger than the margin
+    whose sum of differences crosses the exact O'Brien-Fleming boundary of this look;
+    ``ok``: the interval at :meth:`SequentialPlan.ok_alpha`, with every key that errored in
+    one run counted against the candidate, lies above -margin. Over the error budget
     nothing is decided."""
     from pytest_agentgym.compare.judgement import _bounds, _error_reason, _estimate
 
-    wanted = set(tasks)
+    planned = len(order)
+    wanted = set(order[:points[-1]])
     base = [r for r in baseline if r.env == env and r.task_index in wanted]
     cand = [r for r in candidate if r.env == env and r.task_index in wanted]
     pairs = pair_env(env, base, cand, metric)
     if not pairs.units or _error_reason(pairs, max_error_rate) is not None:
         return None
-    recorded = _estimate(pairs, plan.ok_alpha)
-    if (recorded.ci is not None and recorded.p_raw <= plan.regressed_level
+    before = points[-2] / planned if len(points) > 1 else 0.0
+    ok_alpha = plan.ok_alpha(points[-1] / planned, before)
+    recorded = _estimate(pairs, ok_alpha)
+    found = regression_design(pairs, order, points, plan, planned)
+    bound = found.bounds[-1]
+    look = f"look {len(points)} of {len(points) + 1}"
+    if (bound is not None and recorded.ci is not None and math.fsum(pairs.differences) <= bound + 1e-9
             and recorded.delta < -plan.margin - TOLERANCE):
         return "regressed", (f"{metric} fell by {-recorded.delta:.3f} over {len(pairs.units)} paired tasks "
-                             f"(p={recorded.p_raw:.2g} <= {plan.regressed_level:.2g}, the level of an "
-                             f"interim look)")
+                             f"(p={recorded.p_raw:.2g} <= {found.nominal[-1]:.2g}, the O'Brien-Fleming "
+                             f"boundary of {look}, {found.how})")
     worst_case: EnvPairs = pair_env(env, base, cand, metric, against_candidate=_bounds(pairs))
-    against = _estimate(worst_case, plan.ok_alpha)
+    against = _estimate(worst_case, ok_alpha)
     if plan.margin > 0 and against.ci is not None and against.ci[0] > -plan.margin + TOLERANCE:
-        return "ok", (f"the {1 - plan.ok_alpha:.1%} interval [{against.ci[0]:.3f}, {against.ci[1]:.3f}] "
+        return "ok", (f"the {1 - ok_alpha:.3%} interval [{against.ci[0]:.3f}, {against.ci[1]:.3f}] "
                       f"over {len(worst_case.units)} paired tasks rules out a drop larger than the "
-                      f"margin {plan.margin:g}")
+                      f"margin {plan.margin:g} ({look})")
     return None
 
 

@@ -55,6 +55,9 @@ class Engine:
         self._futures: dict[str, concurrent.futures.Future[EpisodeRecord]] = {}
         #: keys whose episode has begun (it will be played and written, come what may)
         self._started: set[str] = set()
+        #: asked (on the loop's thread) before an episode begins: False leaves it unplayed
+        #: (its future is cancelled); run/stopping.RunStops.may_start sets it
+        self.may_start: Callable[[str], bool] | None = None
         self._running = 0
         self._ready = self._call(self._setup())
 
@@ -85,6 +88,8 @@ class Engine:
         async with self._semaphore:
             if self._outage is not None:
                 await self._outage.admitted()  # paused while the model endpoint is waited for
+            if self.may_start is not None and not self.may_start(key):
+                raise asyncio.CancelledError(f"{key}: not to be played")
             self._started.add(key)
             adapter = self._adapters[request.spec.name]
             before_retry = None
@@ -100,8 +105,8 @@ class Engine:
                                                self._outage)
             finally:
                 self._running -= 1
-        if self._on_finished is not None:
-            self._on_finished(record)  # e.g. appended to episodes.jsonl before anyone waits on it
+            if self._on_finished is not None:  # before the slot goes to the next episode
+                self._on_finished(record)  # e.g. appended to episodes.jsonl before anyone waits on it
         return record
 
     def submit(self, key: str, request: EpisodeRequest) -> concurrent.futures.Future[EpisodeRecord]:

@@ -6,14 +6,17 @@ one run around them, without pytest:
 * :func:`seeded_order` puts each environment's items in :func:`play_order`, so that
   the tasks played at any point are a random sample of the planned ones;
 * a :class:`Stopper` collects the records of each environment as they are written
-  (any thread), and at each *look* (:meth:`Stopper.look`, on the thread that reports
-  the items) decides its verdicts: the baseline comparison
+  (any thread), and at each *look* (:meth:`Stopper.look`) decides its verdicts on
+  exactly the first ``n`` tasks of the play order, whatever else has finished (so
+  concurrency does not move a look): the baseline comparison
   (:func:`decide_against_baseline`) and each threshold gate (:func:`gate_decided`).
   An environment stops when one verdict is decided failing or all are decided
-  passing; its :class:`Decision` is kept, with which verdicts were decided how;
-* :class:`RunStops` is the run's side: the items of each environment, looked at after
-  each of their records, and those a stop leaves unplayed (taken back from the engine
-  before they began);
+  passing; its :class:`Decision` is kept, with which verdicts were decided how and
+  which were still open;
+* :class:`RunStops` is the run's side: the items of each environment, looked at as
+  each of their records is written (on the engine's thread, before the episode's slot
+  goes to the next one), and those a stop leaves unplayed: the engine starts none of
+  them (``Engine.may_start``), those in flight finish and are recorded;
 * at the end, :func:`stopped_verdicts` turns the verdicts of a stopped environment
   into what they were decided as, and those still open into ``not-judged``.
 """
@@ -27,7 +30,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 from pytest_agentgym.compare.sequential import (Decision, SequentialPlan, completed_tasks,
                                                 decide_against_baseline, gate_decided, play_order)
 from pytest_agentgym.results.aggregate import is_scored, summarize_env
-from pytest_agentgym.results.gates import Gate, GateVerdict, error_budget_exceeded
+from pytest_agentgym.results.gates import NOT_JUDGED, Gate, GateVerdict, error_budget_exceeded
 from pytest_agentgym.results.ledger import LedgerError
 from pytest_agentgym.results.records import EpisodeRecord
 from pytest_agentgym.run.plans import baseline_gate_name, reward_ranges
@@ -73,6 +76,8 @@ class EnvWatch:
     max_error_rate: float
     #: [low, high] of one episode's reward (None: the mean reward cannot be bounded)
     reward_range: tuple[float, float] | None
+    #: the planned tasks in the order they are played (the looks take prefixes of it)
+    order: list[int] = field(default_factory=list)
     records: dict[tuple[int, int], EpisodeRecord] = field(default_factory=dict)
     used_points: set[int] = field(default_factory=set)
 
@@ -90,29 +95,43 @@ class Stop:
     decision: Decision
     decided: dict[str, bool]
     whys: dict[str, str] = field(default_factory=dict)
+    #: the verdicts still open when it stopped (not judged at the end)
+    open: tuple[str, ...] = ()
+    #: the environment's episodes on record when it was decided (the look's and any that
+    #: finished beyond it); those in flight then are the only ones recorded after it
+    recorded: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """run.json's entry: the Decision's, and each decided verdict with its sentence."""
-        return {**self.decision.to_dict(), "decided": {
-            name: {"passed": passed, "why": self.whys.get(name, "")} for name, passed in self.decided.items()}}
+        """run.json's entry: the Decision's, each decided verdict with its sentence, the open ones."""
+        extra = {} if self.recorded is None else {"recorded": self.recorded}
+        return {**self.decision.to_dict(), **extra, "decided": {
+            name: {"passed": passed, "why": self.whys.get(name, "")} for name, passed in self.decided.items()},
+            "open": list(self.open)}
 
     @classmethod
     def from_dict(cls, env: str, data: Mapping[str, Any]) -> "Stop":
         decision = Decision(env, str(data["verdict"]), int(data["tasks"]), int(data["episodes"]),
                             int(data["planned_tasks"]), int(data["planned_episodes"]), str(data["why"]))
         decided = {str(k): v for k, v in (data.get("decided") or {}).items() if isinstance(v, Mapping)}
+        recorded = data.get("recorded")
         return cls(decision, {k: bool(v.get("passed")) for k, v in decided.items()},
-                   {k: str(v.get("why", "")) for k, v in decided.items()})
+                   {k: str(v.get("why", "")) for k, v in decided.items()},
+                   tuple(str(name) for name in data.get("open") or ()),
+                   int(recorded) if isinstance(recorded, int) else None)
 
 
 class Stopper:
     """Decides, environment by environment, whether the rest of its episodes can change
-    its verdicts. ``baseline``: the baseline's records (None without a baseline)."""
+    its verdicts. ``baseline``: the baseline's records (None without a baseline);
+    ``seed``: the seed of the play order (None: the tasks in ascending order)."""
 
     def __init__(self, plans: Mapping[str, Any], planned_keys: Iterable[Key], *,
                  baseline: Sequence[EpisodeRecord] | None, margin: float,
-                 reward_ranges: Mapping[str, tuple[float, float]]) -> None:
+                 reward_ranges: Mapping[str, tuple[float, float]], seed: int | str | None = None) -> None:
         self._lock = threading.Lock()
+        self._looking = threading.RLock()
+        #: called with an environment's name after each of its records (RunStops.look)
+        self.after_record: Callable[[str], None] | None = None
         self.baseline = list(baseline) if baseline is not None else None
         self.margin = margin
         planned: dict[str, dict[int, int]] = {}
@@ -120,7 +139,9 @@ class Stopper:
             planned.setdefault(env, {}).setdefault(task, 0)
             planned[env][task] += 1
         self.watches = {env: EnvWatch(env, tasks, tuple(plans[env].gates), plans[env].max_error_rate,
-                                      reward_ranges.get(env)) for env, tasks in planned.items() if env in plans}
+                                      reward_ranges.get(env),
+                                      sorted(tasks) if seed is None else play_order(tasks, seed))
+                        for env, tasks in planned.items() if env in plans}
         self._metric = {env: plans[env].baseline_metric for env in self.watches}
         self._base_envs = {r.env for r in self.baseline} if self.baseline is not None else set()
         self._families = self._baseline_families(plans)
@@ -152,9 +173,30 @@ class Stopper:
 
     @property
     def final_alpha(self) -> float:
-        """The alpha of the final comparison of the environments that play to the end:
-        what the looks left (the same for every environment)."""
-        return self.plan("").final_alpha
+        """The alpha of the final comparison of the environments that play to the end
+        (compare/sequential.final_alpha): at most what the ``ok`` looks left, and low
+        enough that its first Holm step rejects nothing the exact design of any of them
+        would not, given the records now held."""
+        from pytest_agentgym.compare.pairing import pair_env
+        from pytest_agentgym.compare.sequential import final_alpha, regression_design
+
+        with self._lock:
+            held = {env: list(w.records.values()) for env, w in self.watches.items()}
+        final = [env for env in self._families if env not in self.stops]
+        family: dict[tuple[str, float], int] = {}
+        for env in final:
+            group = (self._metric[env], self.watches[env].max_error_rate)
+            family[group] = family.get(group, 0) + 1
+        finals = []
+        for env in final:
+            watch = self.watches[env]
+            pairs = pair_env(env, self.baseline or [], held[env], self._metric[env])
+            if pairs.units:
+                plan = self.plan(env)
+                points = (*plan.look_points(len(watch.order)), len(watch.order))
+                finals.append((regression_design(pairs, watch.order, points, plan, len(watch.order)),
+                               family[(self._metric[env], watch.max_error_rate)]))
+        return final_alpha(finals, self.plan(""))
 
     # -- the records ------------------------------------------------------------------------
 
@@ -164,6 +206,8 @@ class Stopper:
         if watch is not None and record.task_index in watch.planned:
             with self._lock:
                 watch.records[(record.task_index, record.repeat)] = record
+            if self.after_record is not None:
+                self.after_record(record.env)
 
     def has_record(self, key: Key) -> bool:
         """Whether the episode ``key`` has a record this run counts."""
@@ -181,39 +225,49 @@ class Stopper:
     # -- the looks ----------------------------------------------------------------------------
 
     def look(self, env: str) -> Stop | None:
-        """Look at ``env`` when its completed tasks have reached a look point not used yet
-        (points passed together give one look); returns its new :class:`Stop`, if any."""
+        """Look at ``env`` at each look point not used yet whose tasks (the first ones of the
+        play order) are all completed, in order, each on exactly those tasks' records;
+        returns its new :class:`Stop`, if any."""
         watch = self.watches.get(env)
         if watch is None or env in self.stops or not self.can_stop(env):
             return None
-        with self._lock:
-            records = list(watch.records.values())
-        done = completed_tasks(records, watch.planned)
-        plan = self.plan(env)
-        reached = [p for p in plan.look_points(len(watch.planned)) if p <= len(done) and p not in watch.used_points]
-        if not reached:
+        with self._looking:
+            if env in self.stops:
+                return None
+            with self._lock:
+                records = list(watch.records.values())
+            done = set(completed_tasks(records, watch.planned))
+            plan = self.plan(env)
+            points = plan.look_points(len(watch.planned))
+            for k, point in enumerate(points):
+                if point in watch.used_points:
+                    continue
+                if not done.issuperset(watch.order[:point]):
+                    return None
+                watch.used_points.add(point)
+                stop = self._decide(watch, plan, records, points[:k + 1])
+                if stop is not None:
+                    self.stops[env] = stop
+                    return stop
             return None
-        watch.used_points.update(reached)
-        stop = self._decide(watch, plan, records, done)
-        if stop is not None:
-            self.stops[env] = stop
-        return stop
 
     def _decide(self, watch: EnvWatch, plan: SequentialPlan, records: list[EpisodeRecord],
-                done: list[int]) -> Stop | None:
+                points: Sequence[int]) -> Stop | None:
+        tasks = set(watch.order[:points[-1]])
+        prefix = [r for r in records if r.task_index in tasks]
         decided: dict[str, bool] = {}
         whys: dict[str, str] = {}
         open_names: list[str] = []
         if self.compared(watch.env):
             name = baseline_gate_name(self._metric[watch.env], self.margin)
-            found = decide_against_baseline(watch.env, self.baseline or [], records, done, plan,
+            found = decide_against_baseline(watch.env, self.baseline or [], prefix, watch.order, points, plan,
                                             metric=self._metric[watch.env], max_error_rate=watch.max_error_rate)
             if found is None:
                 open_names.append(name)
             else:
                 decided[name], whys[name] = found[0] == "ok", found[1]
         for gate in watch.gates:
-            found_gate = self._gate(watch, gate, records)
+            found_gate = self._gate(watch, gate, prefix)
             if found_gate is None:
                 open_names.append(str(gate))
             else:
@@ -224,8 +278,8 @@ class Stopper:
         names = failing[:1] or list(decided)
         verdict = self._verdict(names, passing=not failing)
         why = "; ".join(whys[n] for n in names)
-        return Stop(Decision(watch.env, verdict, len(done), len(records), len(watch.planned),
-                             watch.planned_episodes, why), decided, whys)
+        return Stop(Decision(watch.env, verdict, points[-1], len(prefix), len(watch.planned),
+                             watch.planned_episodes, why), decided, whys, tuple(open_names), len(records))
 
     def _verdict(self, names: list[str], *, passing: bool) -> str:
         baseline = any(n.startswith("baseline ") for n in names)
@@ -269,7 +323,12 @@ class Stopper:
 class RunStops:
     """The run's side of the stops: its :class:`Stopper`, the items of each environment
     (nodeid -> key), and those a stop leaves unplayed: withdrawn from the engine before
-    they began, or never submitted. Made by :meth:`start` once the engine runs."""
+    they began, or never submitted. Made by :meth:`start` once the engine runs.
+
+    Each record is looked at as it is written, on the engine's thread and before its
+    episode's slot is given to the next one (``Stopper.after_record``), and the engine asks
+    :meth:`may_start` before it begins an episode: no episode of a stopped environment
+    begins after its decision; those in flight then finish and are recorded."""
 
     def __init__(self, stopper: Stopper, items_by_env: Mapping[str, Mapping[str, Key]],
                  kept: Mapping[Key, Any], engine: Any) -> None:
@@ -277,8 +336,11 @@ class RunStops:
         self._items_by_env = items_by_env
         self._kept = kept
         self._engine = engine  # never a work queue's: settings refuse the flag with --agentgym-queue
+        self._lock = threading.RLock()
         #: nodeid -> key of the items a stop left unplayed (withdrawn, or never submitted)
         self.unplayed: dict[str, Key] = {}
+        #: nodeids the engine was let begin (may_start said yes)
+        self._begun: set[str] = set()
 
     @classmethod
     def start(cls, settings: Any, plans: Mapping[str, Any], planned_keys: set[Key], ledger: Any,
@@ -299,7 +361,8 @@ class RunStops:
             except CompareError as exc:  # checked at configure: it changed since
                 raise LedgerError(f"--agentgym-baseline={settings.baseline_given}: {exc}") from None
         stopper = Stopper(plans, planned_keys, baseline=baseline, margin=settings.max_drop,
-                          reward_ranges=reward_ranges(settings))
+                          reward_ranges=reward_ranges(settings),
+                          seed=settings.seed if settings.seed is not None else 0)  # the items' order
         for key, record in ledger.kept.items():
             if key in planned_keys:
                 stopper.recorded(record)
@@ -309,13 +372,26 @@ class RunStops:
             stops._leave_unplayed(env)
         for env in list(items_by_env):
             stops.look(env)
+        stopper.after_record = stops.look
+        if engine is not None:
+            engine.may_start = stops.may_start
         return stops
 
     def look(self, env: str) -> None:
-        """After a record of ``env``: look at it; when it stops, take back its episodes
-        that have not begun (those begun finish and are recorded as usual)."""
-        if self.stopper.look(env) is not None:
-            self._leave_unplayed(env)
+        """After a record of ``env`` (any thread): look at it; when it stops, take back its
+        episodes that have not begun (those begun finish and are recorded as usual)."""
+        with self._lock:
+            if self.stopper.look(env) is not None:
+                self._leave_unplayed(env)
+
+    def may_start(self, nodeid: str) -> bool:
+        """Whether the engine may begin the episode of ``nodeid`` (its environment has not
+        stopped before it)."""
+        with self._lock:
+            if nodeid in self.unplayed:
+                return False
+            self._begun.add(nodeid)
+            return True
 
     def _leave_unplayed(self, env: str) -> None:
         """Mark ``env``'s items whose episodes have not begun as not to be played."""
@@ -323,8 +399,10 @@ class RunStops:
         for nodeid, key in self._items_by_env.get(env, {}).items():
             if key in self._kept or nodeid in self.unplayed or self.stopper.has_record(key):
                 continue
-            if engine is None or not engine.submitted(nodeid) or engine.withdraw(nodeid):
+            if nodeid not in self._begun:
                 self.unplayed[nodeid] = key
+                if engine is not None:
+                    engine.withdraw(nodeid)
 
     def stopped_reason(self, env: str, nodeid: str) -> str | None:
         """Why the item ``nodeid`` of ``env`` is not played (``env`` stopped before it), or None."""
@@ -343,7 +421,8 @@ def stopped_verdicts(verdicts: Sequence[GateVerdict], stops: Mapping[str, Stop],
                      metric_of: Callable[[str], str], margin: float) -> list[GateVerdict]:
     """The verdicts of a run with stopped environments: a stopped environment's gates as
     judged on its played episodes when they were decided (which gives the decided
-    outcome), its baseline verdict as decided, and what was still open ``not-judged``."""
+    outcome), its baseline verdict as decided, and what was still open ``not-judged``
+    (the baseline verdict too: every verdict of a stopped environment is listed)."""
     out: list[GateVerdict] = []
     for verdict in verdicts:
         stop = stops.get(verdict.env)
@@ -357,6 +436,9 @@ def stopped_verdicts(verdicts: Sequence[GateVerdict], stops: Mapping[str, Stop],
             passed = stop.decided[name]
             out.append(GateVerdict(env, name, None, passed, stop.whys.get(name) or stop.decision.why,
                                    outcome="passed" if passed else "failed"))
+        elif name in stop.open and not any(v.env == env and v.gate == name for v in out):
+            out.append(GateVerdict(env, name, None, False, f"{STOPPED}: {_decider(stop)} decided it",
+                                   outcome=NOT_JUDGED))
     return out
 
 

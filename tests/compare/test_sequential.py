@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_agentgym.compare.boundaries import obf_spend
 from pytest_agentgym.compare.sequential import (Decision, SequentialPlan, completed_tasks,
                                                 decide_against_baseline, gate_decided, play_order)
 from pytest_agentgym.results.gates import Gate
@@ -17,11 +18,14 @@ PLAN = SequentialPlan(alpha=0.05, margin=0.05)
 
 
 def test_the_alpha_of_each_look_and_of_the_final_comparison():
-    assert PLAN.regressed_level == pytest.approx(0.05 * 0.02)
-    assert SequentialPlan(alpha=0.05, margin=0.05, n_envs=4).regressed_level == pytest.approx(0.05 * 0.02 / 4)
-    assert SequentialPlan(alpha=0.05, margin=0.05, n_envs=0).regressed_level == pytest.approx(0.001)
-    assert PLAN.ok_alpha == pytest.approx(0.001)
-    assert PLAN.final_alpha == pytest.approx(0.047)  # 0.05 * (1 - 3 * 0.02)
+    assert PLAN.regressed_level == pytest.approx(0.05)
+    assert SequentialPlan(alpha=0.05, margin=0.05, n_envs=4).regressed_level == pytest.approx(0.0125)
+    assert SequentialPlan(alpha=0.05, margin=0.05, n_envs=0).regressed_level == pytest.approx(0.05)
+    assert PLAN.final_alpha == pytest.approx(0.045)  # what the ok looks may spend: 10% of alpha
+    # the ok looks spend 0.005 in the O'Brien-Fleming shape: little early, more later
+    spent = [PLAN.ok_alpha(0.25), PLAN.ok_alpha(0.5, 0.25), PLAN.ok_alpha(0.75, 0.5)]
+    assert spent[0] < spent[1] < spent[2] and sum(spent) < 0.005
+    assert sum(spent) == pytest.approx(0.1 * obf_spend(0.75, 0.05))
 
 
 @pytest.mark.parametrize("planned, points", [
@@ -89,40 +93,64 @@ def _runs(failed: int, *, planned: int = 40, errored: int = 0):
     base = [make_episode("W", t) for t in range(planned)]
     cand = [make_episode("W", t, outcome="failed") for t in range(failed)]
     cand += [make_episode("W", failed + t, outcome="error") for t in range(errored)]
-    return base, cand, list(range(failed + errored))
+    return base, cand
 
 
-def test_a_regression_is_decided_at_the_exact_level_of_a_look():
-    """Every paired task lost: the exact one-sided sign test gives 2^-n; 2^-9 = 0.00195 is
-    above the level 0.001 of a look, 2^-10 = 0.00098 below it."""
-    assert decide_against_baseline("W", *_runs(9), PLAN, metric="success", max_error_rate=0.05) is None
-    verdict, why = decide_against_baseline("W", *_runs(10), PLAN, metric="success", max_error_rate=0.05)
+def _decide(base, cand, points, plan=PLAN, *, planned=40, budget=0.05):
+    return decide_against_baseline("W", base, cand, list(range(planned)), points, plan, metric="success",
+                                   max_error_rate=budget)
+
+
+def test_a_regression_is_decided_at_the_exact_boundary_of_a_look():
+    """Every task lost: the sum of the differences is -n. The boundary of a look is the
+    lowest sums whose null mass (paths that crossed no earlier look excluded) fits the
+    O'Brien-Fleming spend: at 10 of 40 tasks 8.9e-5 < 2^-10, so no 10 losses decide; at
+    20 of 40 (spend 0.0056) all 20 lost do, and 12 lost of 20 do not."""
+    assert _decide(*_runs(10), (10,)) is None
+    verdict, why = _decide(*_runs(20), (10, 20))
     assert verdict == "regressed"
-    assert why == ("success fell by 1.000 over 10 paired tasks (p=0.00098 <= 0.001, the level of an "
-                   "interim look)")
-    # two environments compared together halve the level: 10 tasks are no longer enough
-    two = SequentialPlan(alpha=0.05, margin=0.05, n_envs=2)
-    assert decide_against_baseline("W", *_runs(10), two, metric="success", max_error_rate=0.05) is None
-    assert decide_against_baseline("W", *_runs(11), two, metric="success", max_error_rate=0.05)[0] == "regressed"
+    assert why.startswith("success fell by 1.000 over 20 paired tasks (p=9.5e-07 <= ")
+    assert "the O'Brien-Fleming boundary of look 2 of 3, exact" in why
+    # 20 tasks played, the first n lost and the rest still passed: p = 2^-n, and the first
+    # look had no boundary, so the second spends all of 0.0056: 2^-8 = 0.0039 fits, 2^-7 not
+    base = _runs(0)[0]
+    for lost, expected in ((7, None), (8, "regressed")):
+        cand = [make_episode("W", t, outcome="failed" if t < lost else "passed") for t in range(20)]
+        found = _decide(base, cand, (10, 20))
+        assert (found[0] if found else None) == expected, (lost, found)
+    assert obf_spend(0.5, 0.05) == pytest.approx(0.005575, abs=1e-6)
+
+
+def test_the_family_shares_the_level():
+    """Four environments compared together: each spends alpha / 4 (0.00041 at half way,
+    where one alone spends 0.0056), so 12 losses of 20 (2^-12) decide and 11 (2^-11 =
+    0.00049) no longer do."""
+    four = SequentialPlan(alpha=0.05, margin=0.05, n_envs=4)
+    base = _runs(0)[0]
+    for lost, expected in ((11, None), (12, "regressed")):
+        cand = [make_episode("W", t, outcome="failed" if t < lost else "passed") for t in range(20)]
+        found = _decide(base, cand, (10, 20), four)
+        assert (found[0] if found else None) == expected, (lost, found)
 
 
 def test_over_the_error_budget_nothing_is_decided():
-    base, cand, tasks = _runs(20, errored=2)  # 2 of 22 errored: 9% > 5%
-    assert decide_against_baseline("W", base, cand, tasks, PLAN, metric="success", max_error_rate=0.05) is None
-    assert decide_against_baseline("W", base, cand, tasks, PLAN, metric="success",
-                                   max_error_rate=0.10)[0] == "regressed"
+    base, cand = _runs(10, errored=10)  # half the tasks errored: over any budget
+    assert _decide(base, cand, (10, 20)) is None
+    assert _decide(*_runs(20), (10, 20))[0] == "regressed"  # the same losses, no errors
 
 
 def test_an_unchanged_candidate_is_ok_once_the_interval_is_narrow_enough():
-    """The 99.9% score interval of no change over n tasks is +-z^2/(n + z^2): -0.051 at 200
-    tasks (a drop of 5 points not ruled out), -0.045 at 230."""
-    same = [make_episode("W", t) for t in range(230)]
-    assert decide_against_baseline("W", same, same, range(200), PLAN, metric="success",
+    """The score interval of no change over n tasks is +-z^2/(n + z^2) at the look's ok
+    level: the first look of 800 tasks (200) spends 8.9e-6 (z^2 = 19.7: +-0.090, open), the
+    second (400) 0.00055 (z^2 = 12.0: +-0.029, ok)."""
+    same = [make_episode("W", t) for t in range(800)]
+    order = list(range(800))
+    assert decide_against_baseline("W", same, same, order, (200,), PLAN, metric="success",
                                    max_error_rate=0.05) is None
-    verdict, why = decide_against_baseline("W", same, same, range(230), PLAN, metric="success",
+    verdict, why = decide_against_baseline("W", same, same, order, (200, 400), PLAN, metric="success",
                                            max_error_rate=0.05)
     assert verdict == "ok"
-    assert why.startswith("the 99.9% interval [-0.045, 0.045] over 230 paired tasks rules out a drop")
+    assert why.startswith("the 99.945% interval [-0.029, 0.029] over 400 paired tasks rules out a drop")
 
 
 def test_a_decision_says_what_was_decided_where():
@@ -133,10 +161,11 @@ def test_a_decision_says_what_was_decided_where():
 
 
 def test_an_interim_regression_needs_a_drop_beyond_the_margin():
-    """10 of 200 tasks lost (p = 2^-10, under the look's level): a drop of exactly the margin
-    0.05 is not beyond it, so nothing is decided; 11 of 200 (0.055) is a regression."""
-    base = [make_episode("W", t) for t in range(200)]
-    for lost, expected in ((10, None), (11, "regressed")):
-        cand = [make_episode("W", t, outcome="failed" if t < lost else "passed") for t in range(200)]
-        found = decide_against_baseline("W", base, cand, range(200), PLAN, metric="success", max_error_rate=0.05)
+    """At the look at 400 of 800 tasks, 20 lost (under the boundary): a drop of exactly the
+    margin 0.05 is not beyond it, so nothing is decided; 21 of 400 (0.0525) is a regression."""
+    base = [make_episode("W", t) for t in range(800)]
+    for lost, expected in ((20, None), (21, "regressed")):
+        cand = [make_episode("W", t, outcome="failed" if t < lost else "passed") for t in range(400)]
+        found = decide_against_baseline("W", base, cand, list(range(800)), (200, 400), PLAN, metric="success",
+                                        max_error_rate=0.05)
         assert (found[0] if found else None) == expected, (lost, found)
