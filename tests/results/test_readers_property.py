@@ -166,16 +166,26 @@ def strict_json(raw: bytes):
     return json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
 
 
+#: The generation the garbage run's run.json says it is at: a line of a later generation is no
+#: record of the run (docs/results.md), so it is skipped like any other line that is no record.
+RUN_GENERATION = 2
+
+
 def expected_of(text: bytes) -> Expected:
     records, skipped, raw_of = {}, [], {}
     for number, raw in enumerate(io.BytesIO(text), 1):  # lines end at b"\n" only, as the readers read
         if raw.isspace():
             continue
         try:
-            records[number] = EpisodeRecord.from_line(strict_json(raw))  # strict JSON, then the record check
-            raw_of[number] = raw.rstrip(b"\r\n")
+            record = EpisodeRecord.from_line(strict_json(raw))  # strict JSON, then the record check
         except Exception:  # noqa: BLE001 - whatever it is, it is no record
             skipped.append(number)
+            continue
+        if record.generation > RUN_GENERATION:
+            skipped.append(number)
+            continue
+        records[number] = record
+        raw_of[number] = raw.rstrip(b"\r\n")
     first: dict[tuple, int] = {}
     duplicates = {}
     for number, record in records.items():
@@ -221,7 +231,7 @@ def write_garbage_run(root: Path, text: bytes, expected: Expected) -> RunDir:
     """A finished run holding ``text`` as its episodes.jsonl, recorded as shard 1 of 1 whose
     selection is what the run counts (so a merge has nothing to refuse but duplicates)."""
     envs = sorted({key[0] for key in expected.current}) or ["Maze"]
-    run = write_run(root, make_info(environments=tuple(envs), status="finished"), [])
+    run = write_run(root, make_info(environments=tuple(envs), status="finished", generation=RUN_GENERATION), [])
     record = shards.shard_record(shards.Shard(1, 1, "test"), {key: 1.0 for key in expected.current},
                                  {env: plan_record(EnvPlan()) for env in envs})
     run.write_info(dataclasses.replace(run.read_info(), shard=record))

@@ -46,10 +46,24 @@ def test_two_runs_with_one_run_id_started_at_the_same_instant_write_it_once(pyte
 
 
 def test_two_resumes_of_one_run_started_at_the_same_instant_play_each_missing_episode_once(pytester):
-    node = make_project(pytester)
+    """The run to resume is a real killed one (SIGKILL after 3 episodes): a resume plays the
+    run's whole selection, so a run narrowed with -k would not do (its resume may not widen it)."""
+    import signal
+
+    from helpers.run_dirs import written_lines
+    from helpers.waiting import wait_until
+
+    node = make_project(pytester, latency_ms=60)
     suite(pytester, "maze", "environment: Maze\ntasks: 0-24\n")
-    first = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-run-id=half", "-k", "Maze and not 1")
-    assert first.ret == 0, first.stdout.str()
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "suites",
+                             f"--agentgym-node={node}", "--agentgym-run-id=half"], cwd=pytester.path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: written_lines(pytester.path / "reports" / "half" / "episodes.jsonl") >= 3, 180,
+                   "3 episodes recorded", procs=(proc,))
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
     played = len(episodes(pytester, "half"))
     assert 0 < played < 25
     results = _both(pytester, "suites", f"--agentgym-node={node}", "--agentgym-resume=reports/half")
