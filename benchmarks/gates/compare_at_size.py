@@ -1,0 +1,145 @@
+"""Wall time of `pytest-agentgym compare BASE CAND` on large binary runs (issue 40).
+
+Writes a baseline and a candidate run of N episodes each (one repeat; the tasks split
+evenly over the battery's four environments, as the replica in issue 40 did), every
+task's success probability drawn from Beta(2,2) or Beta(0.3,0.3) and the candidate
+playing the same tasks with the same probabilities (an unchanged model: about 40% and
+19% of the keys discordant, the realistic discordance that the synthetic runs of the
+other studies lack). Each run then gets its light index as the report leaves it at the
+end of every run (results/light_index.py). Times the command in a fresh interpreter
+(reading the runs included), with the index (what a user meets) and without it (the
+index deleted before each timing: every line parsed). Prints each timing, then medians
+and spread, and one in-process breakdown (reading both runs, comparing) per size.
+
+    python benchmarks/gates/compare_at_size.py                      # 10,000 and 100,000, 5 each
+    python benchmarks/gates/compare_at_size.py --episodes 100000 --runs 3 --shape "Beta(0.3,0.3)"
+
+Target: 100,000 episodes in at most 5 s (issue 40; before it, 10,000 took 275 s and
+100,000 did not finish in 1,068 s: exact McNemar summed math.comb for every attainable
+p-value).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(REPO), str(REPO / "tests")]  # benchmarks.* and the tests' helpers: benchmarks/README.md
+
+from benchmarks.gates.simulated_runs import BATTERY, DISTRIBUTIONS, LOGS, RESULTS, write_run  # noqa: E402
+
+
+def write_pair(root: Path, episodes: int, shape: tuple[float, float], seed: int) -> tuple[Path, Path]:
+    """The baseline and the candidate, each with its light index."""
+    from pytest_agentgym.results.reading import read_episodes_file
+
+    rng = np.random.default_rng(seed)
+    envs, per_env = list(BATTERY), episodes // len(BATTERY)
+    p = {env: rng.beta(*shape, size=per_env) for env in envs}
+    runs = []
+    for name in ("base", "cand"):
+        outcomes = {env: rng.random((per_env, 1)) < p[env][:, None] for env in envs}
+        path = write_run(root, name, outcomes)
+        read_episodes_file(path / "episodes.jsonl", keep_index=True)  # as the report does
+        runs.append(path)
+    return runs[0], runs[1]
+
+
+def time_command(base: Path, cand: Path, *, index: bool) -> tuple[float, int, str]:
+    if not index:
+        for run in (base, cand):
+            (run / "episodes.light.json").unlink(missing_ok=True)
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "pytest_agentgym", "compare", str(base), str(cand)],
+                          capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    seconds = time.perf_counter() - started
+    return seconds, done.returncode, (done.stdout + done.stderr).strip()
+
+
+def breakdown(base: Path, cand: Path) -> dict[str, float]:
+    """In this process: reading both runs as compare does, then the comparison."""
+    from pytest_agentgym.compare import compare_runs
+    from pytest_agentgym.results.reading import read_episodes_file, record_without_turns
+
+    started = time.perf_counter()
+    for run in (base, cand):
+        read_episodes_file(run / "episodes.jsonl", record_without_turns)
+    read_s = time.perf_counter() - started
+    started = time.perf_counter()
+    comparison = compare_runs(base, cand)
+    return {"read_both_s": read_s, "compare_runs_s": time.perf_counter() - started,
+            "discordant": {env: sum(1 for f in e.flips if f.base != f.cand) for env, e in comparison.environments.items()},
+            "verdicts": {env: e.verdict for env, e in comparison.environments.items()}}
+
+
+def show(values: list[float]) -> str:
+    return f"median {statistics.median(values):6.2f} s  [{min(values):.2f}-{max(values):.2f}]"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--episodes", type=int, nargs="+", default=[10_000, 100_000],
+                        help="episodes per run (default: 10000 100000)")
+    parser.add_argument("--shape", choices=tuple(DISTRIBUTIONS), nargs="+", default=list(DISTRIBUTIONS))
+    parser.add_argument("--runs", type=int, default=5, help="timings of each cell (at least 3; default 5)")
+    parser.add_argument("--seed", type=int, default=40)
+    parser.add_argument("--out", default=str(RESULTS / "compare_at_size.json"))
+    args = parser.parse_args(argv)
+    if args.runs < 3:
+        parser.error(f"--runs {args.runs}: give at least 3 so that a median means something")
+    if any(n < len(BATTERY) for n in args.episodes):
+        parser.error(f"--episodes: at least {len(BATTERY)} (one task per environment)")
+    cells = []
+    with tempfile.TemporaryDirectory(prefix="compare-at-size-") as tmp:
+        for episodes in args.episodes:
+            for shape in args.shape:
+                base, cand = write_pair(Path(tmp) / f"{episodes}-{shape}", episodes, DISTRIBUTIONS[shape], args.seed)
+                time_command(base, cand, index=True)  # warm the file cache and the bytecode; not counted
+                timings: dict[str, list[float]] = {"indexed": [], "no index": []}
+                exits = set()
+                for i in range(args.runs):
+                    for kind in ("indexed", "no index"):
+                        seconds, code, output = time_command(base, cand, index=kind == "indexed")
+                        if code == 2:
+                            print(output, file=sys.stderr)
+                            raise SystemExit(f"compare exited 2 at {episodes} episodes, {shape}")
+                        timings[kind].append(seconds)
+                        exits.add(code)
+                        print(f"{episodes:>7} {shape:<13} {kind:<8} run {i + 1}: {seconds:6.2f} s  exit {code}",
+                              flush=True)
+                read_episodes_file_again(base, cand)
+                parts = breakdown(base, cand)
+                cells.append({"episodes": episodes, "shape": shape, "exits": sorted(exits), **parts,
+                              **{kind: values for kind, values in timings.items()}})
+    print(f"\n`pytest-agentgym compare BASE CAND`, two binary runs, one repeat, candidate = baseline, "
+          f"{args.runs} timings each (this machine, {os.cpu_count()} cores):")
+    for cell in cells:
+        print(f"  {cell['episodes']:>7} episodes {cell['shape']:<13} indexed {show(cell['indexed'])}   "
+              f"no index {show(cell['no index'])}   in process: read both {cell['read_both_s']:.2f} s, "
+              f"compare_runs {cell['compare_runs_s']:.2f} s; discordant keys {cell['discordant']}; "
+              f"verdicts {cell['verdicts']}")
+    Path(args.out).write_text(json.dumps(cells, indent=1) + "\n", encoding="utf-8")
+    print(f"results: {args.out}; logs go to {LOGS}/issue40-*.log")
+    return 0
+
+
+def read_episodes_file_again(base: Path, cand: Path) -> None:
+    """Leave the light indexes behind again (the last timing without one deleted them)."""
+    from pytest_agentgym.results.reading import read_episodes_file
+
+    for run in (base, cand):
+        read_episodes_file(run / "episodes.jsonl", keep_index=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
