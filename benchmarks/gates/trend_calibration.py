@@ -144,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{STEPS} checkpoints x battery {BATTERY}; alpha 0.05, margin 0.05, metric success; "
           f"{args.sims} trends per cell (standard error of a 5% rate: {se:.1%}); "
           f"{time.monotonic() - started:.0f} s")
-    print("exit 1: the CLI's exit status (the last run against the previous run, Holm across environments);"
+    print("exit 1: the CLI's exit status (the last run against the previous run, the discrete step-down "
+          "across environments, as shipped: compare/statistics.discrete_holm);"
           " old rule: the last run against the previous run or the best so far;"
           " any step: any run against its previous run or best so far")
     if args.output:

@@ -174,11 +174,35 @@ def discrete_holm(p_values: dict[str, float], supports: dict[str, Sequence[float
 # -- the interval of the change ----------------------------------------------------------------
 
 
+#: Below this alpha the quantiles are taken from the lower tail: 1 - alpha/2 loses alpha's
+#: digits and is 1.0 below about 1.1e-16 (where the normal quantile raised StatisticsError).
+SMALL_ALPHA = 1e-6
+
+
 def _z(alpha: float) -> float:
-    """The two-sided normal quantile z_{1 - alpha/2}."""
+    """The two-sided normal quantile z_{1 - alpha/2}, for any alpha in (0, 1)."""
     from statistics import NormalDist
 
-    return NormalDist().inv_cdf(1 - alpha / 2)
+    if alpha >= SMALL_ALPHA:
+        return NormalDist().inv_cdf(1 - alpha / 2)
+    return -NormalDist().inv_cdf(max(alpha / 2, math.ulp(0.0)))
+
+
+def _t(alpha: float, df: float) -> float:
+    """Student's two-sided quantile t_{1 - alpha/2, df}, for any alpha in (0, 1): below
+    :data:`SMALL_ALPHA` by bisection on the upper tail itself."""
+    if alpha >= SMALL_ALPHA:
+        return t_quantile(1 - alpha / 2, df)
+    half = max(alpha / 2, math.ulp(0.0))
+
+    def tail(x: float) -> float:  # P(T > x), x >= 0, without forming 1 - P(T <= x)
+        w = math.sqrt(df) / x if x > 0 else math.inf
+        return 0.5 if x <= 0 else 0.5 * regularized_beta(df / 2, 0.5, w * w / (1 + w * w))
+
+    high = 1.0
+    while tail(high) > half and high < 1e300:
+        high *= 2
+    return bisect_root(lambda x: tail(x) - half, 0.0, high, xtol=1e-13 * high)
 
 
 def tango_score(pass_to_fail: int, fail_to_pass: int, n: int, d: float) -> float:
@@ -225,24 +249,33 @@ def t_interval(differences: Sequence[float], alpha: float) -> tuple[float, float
         return None
     mean = math.fsum(differences) / n
     sd = math.sqrt(math.fsum((d - mean) ** 2 for d in differences) / (n - 1))
-    half = t_quantile(1 - alpha / 2, n - 1) * sd / math.sqrt(n)
+    half = _t(alpha, n - 1) * sd / math.sqrt(n)
     return mean - half, mean + half
 
 
-def floored_t_interval(differences: Sequence[float], alpha: float, span: float) -> tuple[float, float] | None:
+def floored_t_interval(differences: Sequence[float], alpha: float, span: float, *,
+                       limit: float | None = None) -> tuple[float, float] | None:
     """The t interval of the mean difference, never narrower than ``span`` times
     z^2 / (n + z^2) on either side: the half-width the score interval has for a
     binary outcome with no discordant task. ``span`` is the reward's range. On
     near-constant rewards the plain t interval collapses to a point (every task
     tied) and a real drop is "ruled out"; the floor keeps its coverage (measured
-    in benchmarks/gates/gate_calibration.py --reward). None below two tasks."""
+    in benchmarks/gates/gate_calibration.py --reward). None below two tasks.
+
+    ``limit``: the largest change the reward's range allows (its span); the interval is
+    clipped to [-limit, limit], a limit widened to the largest difference observed (a
+    reward outside the declared range never turns the interval inside out: clipped to a
+    range the mean lies outside of, it printed [-1.00, -3.87])."""
     plain = t_interval(differences, alpha)
     if plain is None:
         return None
     n, z = len(differences), _z(alpha)
     mean, floor = (plain[0] + plain[1]) / 2, span * z * z / (n + z * z)
     half = max((plain[1] - plain[0]) / 2, floor)
-    return mean - half, mean + half
+    if limit is None:
+        return mean - half, mean + half
+    bound = max(limit, max(abs(d) for d in differences))
+    return max(mean - half, -bound), min(mean + half, bound)
 
 
 def fewest_units_for_sign_flip(alpha: float) -> int:
@@ -261,8 +294,23 @@ def fewest_units_for_sign_flip(alpha: float) -> int:
 POWER = 0.90
 
 
+def paired_variance(differences: Sequence[float], repeats: int) -> float | None:
+    """The variance of one episode's metric that the paired differences show: r/2 times the
+    sample variance of the per-task differences (each the mean of ``repeats`` paired
+    episodes; for 0/1 outcomes and one repeat, about the discordant share over 2). With one
+    repeat the baseline alone cannot show the variance within a task and its pooled
+    variance p(1 - p) bounds it from above: on near-deterministic tasks (p ~ Beta(0.3,0.3))
+    that is 2.7 times too large, and the advice asked about twice too many tasks
+    (gate_calibration.py --needed). None below two tasks."""
+    if len(differences) < 2:
+        return None
+    mean = math.fsum(differences) / len(differences)
+    spread = math.fsum((d - mean) ** 2 for d in differences) / (len(differences) - 1)
+    return max(1, repeats) * spread / 2
+
+
 def tasks_needed(variance_per_episode: float, repeats: int, margin: float, alpha: float, *,
-                 binary: bool, power: float = POWER) -> int | None:
+                 binary: bool, power: float = POWER, differences: Sequence[float] | None = None) -> int | None:
     """Paired tasks (each run ``repeats`` times) at which an unchanged candidate
     (both runs varying like the baseline) is judged ``ok`` with probability
     ``power``: the interval's lower end must clear ``-margin``, so the margin must
@@ -270,7 +318,9 @@ def tasks_needed(variance_per_episode: float, repeats: int, margin: float, alpha
     mean paired difference sqrt(2 v / (r n)); n = 2 (z_a + z_p)^2 v / (r margin^2).
     For success (``binary``) the score interval is never narrower than z^2 / (N + z^2)
     with N = n * r keys, so n is at least z^2 (1 - margin) / (margin r).
-    Never below :func:`fewest_units_for_sign_flip`.
+    Never below :func:`fewest_units_for_sign_flip`. ``differences``: the comparison's
+    per-task paired differences; when given (two or more), the variance is theirs
+    (:func:`paired_variance`) instead of ``variance_per_episode``.
 
     None at margin 0: no finite sample can show ``ok`` at margin 0 (the interval
     always has width, so it cannot lie above a change of exactly 0)."""
@@ -278,6 +328,8 @@ def tasks_needed(variance_per_episode: float, repeats: int, margin: float, alpha
         return None
     z, r = _z(alpha), max(1, repeats)
     z_power = _z(2 * (1 - power))
+    shown = paired_variance(differences, repeats) if differences is not None else None
+    variance_per_episode = variance_per_episode if shown is None else shown
     needed = 2 * (z + z_power) ** 2 * max(variance_per_episode, 0.0) / (r * margin * margin)
     if binary:
         needed = max(needed, z * z * (1 - margin) / (margin * r))
@@ -289,18 +341,20 @@ REPEATS_POWER = POWER
 
 
 def repeats_needed(variance_per_episode: float, repeats: int, margin: float, alpha: float,
-                   available_tasks: int, *, binary: bool) -> int | None:
+                   available_tasks: int, *, binary: bool, differences: Sequence[float] | None = None) -> int | None:
     """When :func:`tasks_needed` exceeds the ``available_tasks`` compared, the repeats of
     those tasks that would decide: paired episodes N = 2 (t_a + t_p)^2 v / margin^2 with
     t quantiles on (tasks - 1) degrees of freedom (the interval over few tasks is a t
     interval) at :data:`REPEATS_POWER`, at least the score interval's floor
     z^2 (1 - margin) / margin for success; repeats = ceil(N / tasks). None when the tasks
     suffice, at margin 0, or with fewer than two tasks."""
-    needed = tasks_needed(variance_per_episode, repeats, margin, alpha, binary=binary)
+    needed = tasks_needed(variance_per_episode, repeats, margin, alpha, binary=binary, differences=differences)
     if needed is None or available_tasks < 2 or needed <= available_tasks:
         return None
+    shown = paired_variance(differences, repeats) if differences is not None else None
+    variance_per_episode = variance_per_episode if shown is None else shown
     df = available_tasks - 1
-    factor = t_quantile(1 - alpha / 2, df) + t_quantile(REPEATS_POWER, df)
+    factor = _t(alpha, df) + t_quantile(REPEATS_POWER, df)
     episodes = 2 * factor * factor * max(variance_per_episode, 0.0) / (margin * margin)
     if binary:
         z = _z(alpha)
