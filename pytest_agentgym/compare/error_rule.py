@@ -109,19 +109,27 @@ def resume_advice(keys: Sequence[Flip], resume: Mapping[str, str] | None) -> str
 
 
 def budget_reason(pairs: EnvPairs, max_error_rate: float, resume: Mapping[str, str] | None = None) -> str | None:
-    """Why ``pairs``' errors are too many to judge the environment, or None (see the module)."""
+    """Why ``pairs``' errors leave the environment unjudged, or None (see the module): more
+    errors than the budget allows, or every key in both runs errored in one of them (nothing
+    scored to pair, whatever the budget: one errored key of one is within it)."""
     errored = pairs.errored
     both = len(pairs.matched) + len(errored)
     allowed = errors_allowed(both, max_error_rate)
+    if errored and not pairs.matched:
+        return (f"no episode was scored in both runs: all {both} in both errored in one of them (tasks "
+                f"{describe_keys((f.task_index, f.repeat) for f in errored)}), so nothing is left to compare; "
+                f"fix the errors (see each run's logs/) and {_advice(errored, resume)}")
     if len(errored) <= allowed:
         return None
     where = describe_keys((f.task_index, f.repeat) for f in errored)
-    advice = resume_advice(errored, resume) if resume else (
-        "resume the run that has them with --agentgym-resume")
     return (f"{len(errored)} of {both} episodes errored in either run ({len(errored) / both:.1%}; tasks {where}): "
             f"more than an error rate of {max_error_rate:.1%} per run (the error budget) leaves in "
             f"{1 - BUDGET_LEVEL:.0%} of runs (at most {allowed} of {both}); fix the errors (see each run's "
-            f"logs/) and {advice}")
+            f"logs/) and {_advice(errored, resume)}")
+
+
+def _advice(errored: Sequence[Flip], resume: Mapping[str, str] | None) -> str:
+    return resume_advice(errored, resume) if resume else "resume the run that has them with --agentgym-resume"
 
 
 def errors_decide(recorded: EnvComparison, as_failures: EnvComparison, against: EnvComparison,
