@@ -57,6 +57,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]  # benchmarks.* and the tests' helpers: benchmarks/README.md
 
 from benchmarks.gates import calibration_studies, interval_coverage, trend_calibration  # noqa: E402
+from benchmarks.gates.needed_study import needed_study  # noqa: E402
 from benchmarks.gates.simulated_runs import BATTERY, DISTRIBUTIONS, RESULTS, write_run  # noqa: E402
 from pytest_agentgym.compare import compare_runs  # noqa: E402
 
@@ -246,55 +247,6 @@ def reward_study(sims: int, seed: int, margin: float = 0.05) -> list[dict]:
                           f"{row['regressed']:6.1%}  no interval {row['no_ci']:6.1%}  CI above {row['above']:5.1%}"
                           f"  covers {row['covered']:6.1%}  regressed w/o CI {row['regressed_no_ci']:.1%}",
                           flush=True)
-    return rows
-
-
-# -- the sample-size advice (--needed) ---------------------------------------------------------------------
-
-NEEDED_SCENARIOS = [(dist, env, r) for dist in ("Beta(2,2)", "Beta(0.3,0.3)") for env in ("Maze", "BabyAI")
-                    for r in (1, 3)]
-
-
-def needed_study(sims: int, seed: int, margin: float = 0.05) -> list[dict]:
-    """For an unchanged candidate: compare at the battery size; where the verdict is
-    inconclusive, take the advice (about N tasks, or R repeats of the T tasks), and
-    judge a fresh unchanged pair at the advised size, once as N fresh tasks at the same
-    repeats and once as R repeats of the same T tasks. Share that reaches ok or
-    regressed: want >= 80%."""
-    rng, rows = np.random.default_rng(seed), []
-    with tempfile.TemporaryDirectory(prefix="gate-needed-") as tmp:
-        root = Path(tmp)
-        for dist, env, repeats in NEEDED_SCENARIOS:
-            n = BATTERY[env]
-            advised, decided_tasks, decided_repeats, sizes = 0, 0, 0, []
-            for _ in range(sims):
-                p = rng.beta(*DISTRIBUTIONS[dist], size=n)
-                base = write_run(root, "base", {env: rng.random((n, repeats)) < p[:, None]})
-                cand = write_run(root, "cand", {env: rng.random((n, repeats)) < p[:, None]})
-                e = compare_runs(base, cand, margin=margin).environments[env]
-                if e.verdict != "inconclusive" or e.needed_for_margin is None or e.needed_for_margin <= n:
-                    continue
-                advised += 1
-                big = e.needed_for_margin
-                sizes.append(big)
-                p_big = rng.beta(*DISTRIBUTIONS[dist], size=big)
-                verdict = compare_runs(write_run(root, "base", {env: rng.random((big, repeats)) < p_big[:, None]}),
-                                       write_run(root, "cand", {env: rng.random((big, repeats)) < p_big[:, None]}),
-                                       margin=margin).environments[env].verdict
-                decided_tasks += verdict in ("ok", "regressed")
-                more = e.repeats_for_margin or repeats
-                verdict = compare_runs(write_run(root, "base", {env: rng.random((n, more)) < p[:, None]}),
-                                       write_run(root, "cand", {env: rng.random((n, more)) < p[:, None]}),
-                                       margin=margin).environments[env].verdict
-                decided_repeats += verdict in ("ok", "regressed")
-            row = {"p": dist, "shape": f"{env} ({n})", "repeats": repeats, "pairs": sims, "advised": advised,
-                   "median_advice": float(np.median(sizes)) if sizes else None,
-                   "decided_at_n_tasks": decided_tasks / advised if advised else None,
-                   "decided_at_r_repeats": decided_repeats / advised if advised else None}
-            rows.append(row)
-            print(f"{dist:<14} {env:<7} r={repeats}  advised {advised}/{sims}  median N {row['median_advice']}"
-                  f"  decided at N tasks {row['decided_at_n_tasks'] or 0:6.1%}  at R repeats "
-                  f"{row['decided_at_r_repeats'] or 0:6.1%}", flush=True)
     return rows
 
 

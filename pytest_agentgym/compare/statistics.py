@@ -309,6 +309,12 @@ def paired_variance(differences: Sequence[float], repeats: int) -> float | None:
     return max(1, repeats) * spread / 2
 
 
+def _variance(variance_per_episode: float, repeats: int, differences: Sequence[float] | None) -> float:
+    """The variance the advice takes: the paired differences' at one repeat, else the baseline's."""
+    shown = paired_variance(differences, repeats) if differences is not None and repeats <= 1 else None
+    return variance_per_episode if shown is None else shown
+
+
 def tasks_needed(variance_per_episode: float, repeats: int, margin: float, alpha: float, *,
                  binary: bool, power: float = POWER, differences: Sequence[float] | None = None) -> int | None:
     """Paired tasks (each run ``repeats`` times) at which an unchanged candidate
@@ -319,8 +325,11 @@ def tasks_needed(variance_per_episode: float, repeats: int, margin: float, alpha
     For success (``binary``) the score interval is never narrower than z^2 / (N + z^2)
     with N = n * r keys, so n is at least z^2 (1 - margin) / (margin r).
     Never below :func:`fewest_units_for_sign_flip`. ``differences``: the comparison's
-    per-task paired differences; when given (two or more), the variance is theirs
-    (:func:`paired_variance`) instead of ``variance_per_episode``.
+    per-task paired differences; given (two or more) at one repeat, where the baseline
+    cannot show the variance within a task, the variance is theirs
+    (:func:`paired_variance`) instead of ``variance_per_episode`` (with repeats the
+    baseline's within-task variance is kept: the paired one is noisier and measured no
+    better, gate_calibration.py --needed).
 
     None at margin 0: no finite sample can show ``ok`` at margin 0 (the interval
     always has width, so it cannot lie above a change of exactly 0)."""
@@ -328,8 +337,7 @@ def tasks_needed(variance_per_episode: float, repeats: int, margin: float, alpha
         return None
     z, r = _z(alpha), max(1, repeats)
     z_power = _z(2 * (1 - power))
-    shown = paired_variance(differences, repeats) if differences is not None else None
-    variance_per_episode = variance_per_episode if shown is None else shown
+    variance_per_episode = _variance(variance_per_episode, repeats, differences)
     needed = 2 * (z + z_power) ** 2 * max(variance_per_episode, 0.0) / (r * margin * margin)
     if binary:
         needed = max(needed, z * z * (1 - margin) / (margin * r))
@@ -351,8 +359,7 @@ def repeats_needed(variance_per_episode: float, repeats: int, margin: float, alp
     needed = tasks_needed(variance_per_episode, repeats, margin, alpha, binary=binary, differences=differences)
     if needed is None or available_tasks < 2 or needed <= available_tasks:
         return None
-    shown = paired_variance(differences, repeats) if differences is not None else None
-    variance_per_episode = variance_per_episode if shown is None else shown
+    variance_per_episode = _variance(variance_per_episode, repeats, differences)
     df = available_tasks - 1
     factor = _t(alpha, df) + t_quantile(REPEATS_POWER, df)
     episodes = 2 * factor * factor * max(variance_per_episode, 0.0) / (margin * margin)

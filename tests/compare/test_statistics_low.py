@@ -127,3 +127,9 @@ def test_a_reward_interval_clipped_to_the_range_is_never_inverted(shift):
 def test_the_summary_interval_is_never_inverted(values, bounds):
     mean, low, high = mean_ci95(values, bounds)
     assert low <= mean <= high
+
+
+def test_with_repeats_the_advice_keeps_the_baselines_variance_within_tasks():
+    differences = [(-1) ** i / 3 for i in range(30)]
+    assert stats.tasks_needed(0.2, 3, 0.05, 0.05, binary=True, differences=differences) == \
+        stats.tasks_needed(0.2, 3, 0.05, 0.05, binary=True)
