@@ -10,7 +10,7 @@ are run against the mutated tree and the mutation is *killed* when they fail. Th
 source file is restored afterwards, whatever happens. Prints one line per mutation,
 then killed/total and the time, and exits 1 when any survives (or no longer applies).
 
-    python benchmarks/gates/mutation_pass.py [--only NAME] [--list]
+    python benchmarks/gates/mutation_pass.py [--only NAME] [--list] [--check]
 
 Run it on a clean working tree of its own (it edits files in place while it runs: a
 git worktree, not the tree others run tests in). The tests and every process they start
@@ -89,10 +89,10 @@ MUTATIONS = (
              'return "missing" not in (self.base, self.cand) and "error" in (self.base, self.cand)',
              'return "error" in (self.base, self.cand)',
              ("tests/compare/test_compare.py",)),
-    Mutation("compare error budget: rate equal to the budget fails", "compare/judgement.py",
-             "if rate > max_error_rate + TOLERANCE:",
-             "if rate >= max_error_rate - TOLERANCE:",
-             ("tests/compare/test_compare.py",)),
+    Mutation("compare error budget: errors equal to the budget fail", "compare/error_rule.py",
+             "    if len(errored) <= allowed:\n        return None",
+             "    if len(errored) < allowed:\n        return None",
+             ("tests/compare/test_compare.py::test_errors_at_exactly_the_error_budget_are_within_it",)),
     Mutation("gate >= without tolerance", "results/gates.py",
              '">=": lambda v, t: v >= t - TOLERANCE,',
              '">=": lambda v, t: v >= t,',
@@ -118,18 +118,26 @@ MUTATIONS = (
              "    if support is None:\n        return min(t, 1.0)\n",
              "    if True:\n        return min(t, 1.0)\n",
              ("tests/compare/test_compare_families.py",)),
-    Mutation("errors that cannot change the verdict still change it", "compare/judgement.py",
-             "if VERDICTS.index(against.verdict) <= VERDICTS.index(recorded.verdict):",
-             "if VERDICTS.index(against.verdict) < VERDICTS.index(recorded.verdict):",
+    Mutation("errors that cannot change the verdict still change it", "compare/error_rule.py",
+             "rank(against.verdict) > rank(recorded.verdict)",
+             "rank(against.verdict) >= rank(recorded.verdict)",
              ("tests/compare/test_compare_families.py", "tests/compare/test_compare.py")),
-    Mutation("errors that leave a verdict open make an error", "compare/judgement.py",
-             'verdict = "error" if against.verdict == "regressed" else "inconclusive"',
-             'verdict = "error"',
-             ("tests/compare/test_compare_families.py",)),
-    Mutation("errors left out, never counted against the candidate", "compare/judgement.py",
-             "    if hiding:\n",
+    Mutation("errors that leave a verdict open make an error", "compare/error_rule.py",
+             'verdict, decisive, why = "inconclusive", against, ERRORS_OPEN',
+             'verdict, decisive, why = "error", against, ERRORS_OPEN',
+             ("tests/compare/test_errors_rule.py::test_errors_in_both_runs_are_scored_as_failures_before_they_decide",)),
+    Mutation("errors left out, never judged as played", "compare/judgement.py",
+             "    if not hiding:\n        return environments\n",
+             "    if True:\n        return environments\n",
+             ("tests/compare/test_errors_rule.py::test_a_drop_recorded_as_errors_is_judged_as_played",)),
+    Mutation("baseline errors scored as its best in the decision", "compare/judgement.py",
+             'errors_as=(low, low if scored == "failures" else high)',
+             "errors_as=(low, high)",
+             ("tests/compare/test_errors_rule.py::test_errors_in_both_runs_are_scored_as_failures_before_they_decide",)),
+    Mutation("an environment with nothing scored in both runs is judged", "compare/error_rule.py",
+             "    if errored and not pairs.matched:\n",
              "    if False:\n",
-             ("tests/compare/test_compare_families.py",)),
+             ("tests/compare/test_errors_nothing_scored.py",)),
     Mutation("a look at the last task", "compare/sequential.py",
              "return tuple(sorted(p for p in points if 0 < p < planned_tasks))",
              "return tuple(sorted(p for p in points if 0 < p <= planned_tasks))",
@@ -139,7 +147,7 @@ MUTATIONS = (
              "and recorded.delta < -plan.margin + TOLERANCE):",
              ("tests/compare/test_sequential.py",)),
     Mutation("an interim look at the full alpha", "compare/sequential.py",
-             "        return self.alpha * self.share / max(1, self.n_envs)",
+             "        return self.alpha / max(1, self.n_envs)",
              "        return self.alpha",
              ("tests/compare/test_sequential.py",)),
     Mutation("a stopped environment counts as a partial run", "run/judging.py",
@@ -173,6 +181,21 @@ def apply(mutation: Mutation) -> tuple[Path, str, os.stat_result] | str:
     return path, original, stat
 
 
+def _missing_tests(mutation: Mutation) -> str:
+    """The test files of ``mutation`` that do not exist (pytest would fail on one, and the mutant read as killed)."""
+    return ", ".join(t for t in mutation.tests if not (ROOT / t.split("::")[0]).exists())
+
+
+def _stale(mutation: Mutation) -> str | None:
+    """Why ``mutation`` cannot run on this tree (its text does not occur once, a test is gone), or None."""
+    missing = _missing_tests(mutation)
+    if missing:
+        return f"{missing} does not exist"
+    path = PKG / mutation.path
+    found = path.read_text().count(mutation.old) if path.is_file() else 0
+    return None if found == 1 else f"{mutation.path} holds the text to mutate {found} times, not once"
+
+
 def restore(path: Path, original: str, stat: os.stat_result) -> None:
     path.write_text(original)
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
@@ -182,18 +205,25 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=None, help="run the mutations whose name contains this")
     parser.add_argument("--list", action="store_true", help="list the mutations and their tests, run nothing")
+    parser.add_argument("--check", action="store_true",
+                        help="list the mutations whose text no longer occurs once or whose test is gone, run "
+                             "nothing (exit 1 when any)")
     args = parser.parse_args()
     chosen = [m for m in MUTATIONS if not args.only or args.only in m.name]
     if args.list:
         for mutation in chosen:
             print(f"{mutation.name}  ({mutation.path}; {' '.join(mutation.tests)})")
         return 0
+    if args.check:
+        stale = [f"{m.name}: {why}" for m in chosen if (why := _stale(m))]
+        print("\n".join(stale + [f"{len(stale)} of {len(chosen)} no longer apply"]))
+        return 1 if stale else 0
     survived = killed = 0
     started = time.monotonic()
     for mutation in chosen:
-        missing = [t for t in mutation.tests if not (ROOT / t.split("::")[0]).exists()]
-        if missing:  # pytest would fail on it, and the mutant would read as killed
-            print(f"NO TEST      {mutation.name}: {', '.join(missing)} does not exist", flush=True)
+        missing = _missing_tests(mutation)
+        if missing:
+            print(f"NO TEST      {mutation.name}: {missing} does not exist", flush=True)
             survived += 1
             continue
         applied = apply(mutation)
