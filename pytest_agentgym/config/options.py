@@ -162,6 +162,20 @@ def parse_fraction(text: str) -> float:
     return value
 
 
+def parse_margin(text: str) -> float:
+    """--agentgym-max-drop: the baseline comparison's margin, in [0, 1) (compare refuses 1:
+    no change is a drop larger than 1, so nothing could be regressed)."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"expected a number from 0 to 1, below 1 (the range is [0, 1)), got {text!r}") from None
+    if not 0 <= value < 1:
+        raise ValueError(f"expected a number from 0 to 1, below 1 (the range is [0, 1); e.g. 0.05 for a drop of "
+                         f"5 points: at 1 no drop could be larger than the margin, so nothing would be "
+                         f"regressed), got {value:g}")
+    return value
+
+
 def parse_metric(text: str) -> str:
     value = str(text).strip().lower()
     if value not in ("success", "reward"):
@@ -266,7 +280,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("baseline", "RUN_DIR", "compare with this run, paired per task, and fail on a regression "
            "(a run directory, a run id, or latest)", parse_text, "none"),
     Option("max_drop", "X", "the margin: a drop larger than this against the baseline is a regression",
-           parse_fraction, "0.05"),
+           parse_margin, "0.05"),
     Option("baseline_metric", "success|reward", "what the baseline comparison compares", parse_metric,
            "the suite's, else success"),
     Option("strict_gates", None, "an inconclusive baseline comparison fails the run too"),
