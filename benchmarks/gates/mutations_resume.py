@@ -169,9 +169,9 @@ RESUME = (
              "    entry = recorded(info) or selection_record(selection_keys, info.command)",
              "    entry = selection_record(selection_keys, info.command)",
              (_MUTANTS_RESUME + "test_a_resume_keeps_the_selection_and_command_of_the_runs_start",)),
-    Mutation("the whole run's command keeps a resume flag", "run/resuming.py",
-             '    words = [w for w in shlex.split(command) if not w.startswith("--agentgym-resume")]',
-             "    words = shlex.split(command)",
+    Mutation("the whole run's command keeps a resume flag", "results/resumption.py",
+             '        words = [w for w in shlex.split(command) if not w.startswith("--agentgym-resume")]',
+             "        words = shlex.split(command)",
              (_MUTANTS_RESUME + "test_the_whole_runs_command_holds_one_resume_flag",)),
     # -- run/opening.py, run/checks.py: every environment of the run is fingerprinted ------------
     Mutation("the fingerprint is checked for the played environments only", "run/opening.py",

@@ -29,15 +29,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import shlex
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from pytest_agentgym.compare.comparison import ERRORS_OPEN, VERDICTS, EnvComparison
 from pytest_agentgym.compare.pairing import EnvPairs, Flip, one_sided_error
 from pytest_agentgym.config.tasks import describe_keys
-
-if TYPE_CHECKING:
-    from pytest_agentgym.compare.runs import LoadedRun
 
 #: The budget's test level: errors beyond what ``max_error_rate`` per run leaves in 99% of runs.
 BUDGET_LEVEL = 0.01
@@ -85,18 +81,6 @@ def errors_allowed(keys: int, max_error_rate: float) -> int:
     while allowed < keys and binomial_tail(allowed + 1, keys, rate) > BUDGET_LEVEL:
         allowed += 1
     return allowed
-
-
-def resume_command(run: "LoadedRun") -> str:
-    """The command that plays a run's errored episodes again: the one that started it
-    (run.json's ``settings.selection.command``, else ``command``) with ``--agentgym-resume``."""
-    selection = (run.info.settings or {}).get("selection")
-    command = (selection.get("command") if isinstance(selection, dict) else None) or run.info.command or "pytest"
-    try:
-        words = [w for w in shlex.split(command) if not w.startswith("--agentgym-resume")]
-    except ValueError:  # an unbalanced quote in a hand-written run.json: keep it as written
-        words = [command]
-    return shlex.join([*words, f"--agentgym-resume={run.path}"])
 
 
 def resume_advice(keys: Sequence[Flip], resume: Mapping[str, str] | None) -> str:

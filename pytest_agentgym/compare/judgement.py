@@ -30,13 +30,14 @@ from pytest_agentgym.results.aggregate import mixed_models, shipped_reward_range
 from pytest_agentgym.compare import statistics as stats
 from pytest_agentgym.compare.comparison import Comparison, EnvComparison, worst
 from pytest_agentgym.compare.error import CompareError
-from pytest_agentgym.compare.error_rule import budget_reason, errors_decide, resume_command
+from pytest_agentgym.compare.error_rule import budget_reason, errors_decide
 from pytest_agentgym.compare.pairing import METRICS, EnvPairs, one_sided_error, pair_env
 from pytest_agentgym.compare.runs import LoadedRun, load_run
 from pytest_agentgym.compare.settings_check import settings_differences
 from pytest_agentgym.config.tasks import describe_keys
 from pytest_agentgym.results.gates import DEFAULT_MAX_ERROR_RATE, TOLERANCE
 from pytest_agentgym.results.records import EpisodeRecord
+from pytest_agentgym.results.resumption import resume_command
 from pytest_agentgym.results.store import RunDir
 
 
@@ -284,7 +285,8 @@ def compare_runs(base: str | Path | RunDir | LoadedRun, candidate: str | Path | 
             f"way; these settings change what an episode means:\n  - " + "\n  - ".join(mismatches)
             + "\nrun the candidate with the baseline's settings, or compare anyway with "
               "--allow-mismatch (pytest: --agentgym-allow-mismatch)")
-    resume = {"baseline": resume_command(base_run), "candidate": resume_command(cand_run)}
+    resume = {"baseline": resume_command(base_run.info, base_run.path),
+              "candidate": resume_command(cand_run.info, cand_run.path)}
     environments = judge_records(base_run.records, cand_run.records, names, metric=metric, margin=margin,
                                  alpha=alpha, max_error_rate=max_error_rate, resume=resume)
     return Comparison(base=base_run.given, candidate=cand_run.given, base_run_id=base_run.info.run_id,

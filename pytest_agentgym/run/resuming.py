@@ -18,16 +18,16 @@ on all of it, so the environments it left out are planned from their suites
 from __future__ import annotations
 
 import dataclasses
-import shlex
 from collections import Counter
 from typing import Any, Iterable, Mapping
 
 from pytest_agentgym.results.ledger import LedgerError
+# run/resuming's names for them (opening.py, the tests): one implementation, in results/
+from pytest_agentgym.results.resumption import SELECTION  # noqa: F401
+from pytest_agentgym.results.resumption import recorded_selection as recorded
+from pytest_agentgym.results.resumption import resume_command as whole_command
 
 Key = tuple[str, int, int]
-
-#: run.json's ``settings`` entry that holds the run's selection
-SELECTION = "selection"
 
 
 def selection_record(keys: Iterable[Key], command: str) -> dict[str, Any]:
@@ -39,12 +39,6 @@ def selection_record(keys: Iterable[Key], command: str) -> dict[str, Any]:
     return {"episodes": encode_selection(keys), "count": len(keys), "command": command}
 
 
-def recorded(info: Any) -> dict[str, Any] | None:
-    """The selection a run.json recorded at its start, or None (a run of an older version)."""
-    entry = (info.settings or {}).get(SELECTION) if info is not None else None
-    return entry if isinstance(entry, dict) and isinstance(entry.get("episodes"), dict) else None
-
-
 def recorded_keys(info: Any) -> set[Key] | None:
     entry = recorded(info)
     if entry is None:
@@ -52,14 +46,6 @@ def recorded_keys(info: Any) -> set[Key] | None:
     from pytest_agentgym.run.shards import decode_selection
 
     return decode_selection(entry["episodes"])
-
-
-def whole_command(info: Any, run_dir: Any) -> str:
-    """The command that resumes the whole run: the one that started it, with --agentgym-resume."""
-    entry = recorded(info) or {}
-    command = entry.get("command") or getattr(info, "command", "") or "pytest"
-    words = [w for w in shlex.split(command) if not w.startswith("--agentgym-resume")]
-    return shlex.join([*words, f"--agentgym-resume={run_dir}"])
 
 
 def _by_env(keys: Iterable[Key]) -> list[str]:
