@@ -24,6 +24,11 @@ the candidate unchanged):
   as before, and ``ok`` no more often than as played;
 * ``candidate errs only``: 3% errors in the candidate, none in the baseline (an infrastructure
   that got worse between the runs): reported.
+
+``--study gates`` (labels ``gates-before`` / ``gates-after``, ``--table gates``): one run of the
+lightweight battery judged by its suites' threshold gates on the field nodes (:data:`GATES`),
+each episode erring with chance 0 / 1 / 2 / 3%; CI red is any gate failed or a GATE ERROR, and
+the errors' share of it is the GATE ERRORs (the target: at most alpha + 2 points).
 """
 
 from __future__ import annotations
@@ -49,6 +54,9 @@ DISTRIBUTIONS = {"Beta(2,2)": (2.0, 2.0), "Beta(0.3,0.3)": (0.3, 0.3)}
 RATES = (0.0, 0.01, 0.02, 0.03)
 HIDDEN = 4
 RED = ("error", "regressed")
+#: the lightweight suites' threshold gates on the field nodes (suites/lightweight/*.yaml, "4090" and gpu)
+GATES = {"BabyAI": "success_rate >= 0.45", "TextCraft": "success_rate >= 0.10", "Maze": "success_rate >= 0.04",
+         "Wordle": "success_rate >= 0.04"}
 
 _library: dict = {}
 
@@ -58,12 +66,14 @@ def _lib(path: str | None) -> dict:
     if not _library:
         sys.path.insert(0, str(Path(path).resolve()) if path else str(REPO))
         from pytest_agentgym.compare import judgement
+        from pytest_agentgym.results import aggregate, gates
         from pytest_agentgym.results.records import EpisodeRecord, ErrorInfo
 
         # the advice of an inconclusive verdict ("or R repeats of the T tasks") is text, never a
         # verdict, and its t quantiles were two thirds of the time: not computed here
         judgement.stats.repeats_needed = lambda *args, **kwargs: None
-        _library.update(judgement=judgement, EpisodeRecord=EpisodeRecord, ErrorInfo=ErrorInfo,
+        _library.update(judgement=judgement, gates=gates, summarize=aggregate.summarize,
+                        EpisodeRecord=EpisodeRecord, ErrorInfo=ErrorInfo,
                         where=str(Path(judgement.__file__).parents[2]))
     return _library
 
@@ -155,8 +165,34 @@ def hidden_cell(job: tuple) -> dict:
             **{label: {k: v / sims for k, v in sorted(s.items())} for label, s in shares.items()}}
 
 
+def gates_cell(job: tuple) -> dict:
+    """One run of the lightweight battery, each episode erring at ``rate``, judged by
+    :data:`GATES` as the run judges them (``check_env`` at the default budget)."""
+    library, dist, rate, sims, seed = job
+    lib = _lib(library)
+    rng = np.random.default_rng(seed)
+    gates = {env: (lib["gates"].Gate.parse(g),) for env, g in GATES.items()}
+    tally = dict.fromkeys(("red", "error", "failed"), 0)
+    for _ in range(sims):
+        won = {env: rng.random(n) < rng.beta(*DISTRIBUTIONS[dist], size=n) for env, n in BATTERY.items()}
+        erred = {env: rng.random(n) < rate for env, n in BATTERY.items()}
+        summaries = lib["summarize"](_run(lib, "run", won, erred))
+        outcomes = [v.outcome for env in BATTERY for v in lib["gates"].check_env(summaries[env], gates[env], BUDGET)]
+        tally["error"] += "error" in outcomes
+        tally["failed"] += "failed" in outcomes
+        tally["red"] += any(o in ("error", "failed") for o in outcomes)
+    return {"study": "gates", "p": dist, "rate": rate, "pairs": sims, **{k: v / sims for k, v in tally.items()}}
+
+
 def _job(job: tuple) -> dict:
-    return hidden_cell(job[1:]) if job[0] == "hidden" else unchanged_cell(job[1:])
+    cells = {"hidden": hidden_cell, "gates": gates_cell, "unchanged": unchanged_cell}
+    return cells[job[0]](job[1:])
+
+
+def gates_jobs(library: str | None, sims: int, seed: int) -> list[tuple]:
+    # the same seed at every rate: the same tasks and draws, so a cell differs from 0% only by its errors
+    return [("gates", library, dist, rate, sims, seed + 70_000 + 1000 * d)
+            for d, dist in enumerate(DISTRIBUTIONS) for rate in RATES]
 
 
 def jobs(library: str | None, sims: int, seed: int, *, no_errors: bool = True,
@@ -177,9 +213,10 @@ def jobs(library: str | None, sims: int, seed: int, *, no_errors: bool = True,
     return out
 
 
-def run(label: str, library: str | None, sims: int, seed: int, workers: int, **cells: bool) -> Path:
+def run(label: str, library: str | None, sims: int, seed: int, workers: int, *, study: str = "compare",
+        **cells: bool) -> Path:
     started = time.monotonic()
-    work = jobs(library, sims, seed, **cells)
+    work = gates_jobs(library, sims, seed) if study == "gates" else jobs(library, sims, seed, **cells)
     if workers <= 1:
         rows = [_job(j) for j in work]
     else:
@@ -209,6 +246,8 @@ def _commit(tree: str) -> str:
 
 
 def _cell(r: dict) -> str:
+    if r["study"] == "gates":
+        return f"{r['p']}, one run of the battery (90/100/25/25), its threshold gates, {r['rate']:.0%} errors"
     if r["study"] == "hidden drop":
         return f"{r['p']}, BabyAI (90), 4 solved tasks fail as errors, {r['rate']:.0%} errors per run beside"
     rates = (f"{r['base_rate']:.0%} errors per run" if r["base_rate"] == r["cand_rate"]
@@ -217,6 +256,8 @@ def _cell(r: dict) -> str:
 
 
 def _row_text(r: dict) -> str:
+    if r["study"] == "gates":
+        return f"{_cell(r):<80} red {r['red']:6.1%} (GATE ERROR {r['error']:5.1%}, failed {r['failed']:5.1%})"
     if r["study"] == "hidden drop":
         return f"{_cell(r):<80} hidden: {_shares(r['hidden'])} | as played: {_shares(r['played'])}"
     return (f"{_cell(r):<80} red {r['red']:6.1%} (error {r['error']:5.1%}, regressed {r['regressed']:5.1%}), "
@@ -230,6 +271,18 @@ def _shares(s: dict[str, float]) -> str:
 
 def _red(s: dict[str, float]) -> float:
     return sum(v for k, v in s.items() if k in RED)
+
+
+def gates_table() -> str:
+    """The threshold gates' study before and after (labels gates-before and gates-after)."""
+    before, after = (json.loads((RESULTS / f"errors_study_gates-{label}.json").read_text())
+                     for label in ("before", "after"))
+    lines = ["| cell | before: red (GATE ERROR) | after: red (GATE ERROR) | failed |", "|---|---|---|---|"]
+    for b, a in zip(before["rows"], after["rows"]):
+        lines.append(f"| {_cell(a)} | {b['red']:.1%} ({b['error']:.1%}) | {a['red']:.1%} ({a['error']:.1%}) "
+                     f"| {a['failed']:.1%} |")
+    return "\n".join(lines) + (f"\n\n({after['sims']} runs per cell, the same seeds; before: {before['commit']}; "
+                               f"after: {after['commit']}; {after['command']})\n")
 
 
 def table() -> str:
@@ -263,16 +316,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--label", default="after")
     parser.add_argument("--library", help="a tree whose pytest_agentgym judges (default: this one)")
-    parser.add_argument("--table", action="store_true", help="print before and after side by side")
+    parser.add_argument("--table", nargs="?", const="compare", choices=("compare", "gates"),
+                        help="print before and after side by side (gates: the threshold gates' study)")
+    parser.add_argument("--study", choices=("compare", "gates"), default="compare",
+                        help="gates: one run judged by its threshold gates (see the module)")
     parser.add_argument("--skip-no-errors", action="store_true",
                         help="leave out the cells without errors (the same under any rule: for --label before)")
     parser.add_argument("--skip-asymmetric", action="store_true", help="leave out the candidate-only errors")
     args = parser.parse_args(argv)
     if args.table:
-        print(table())
+        print(gates_table() if args.table == "gates" else table())
         return 0
-    run(args.label, args.library, args.sims, args.seed, args.workers, no_errors=not args.skip_no_errors,
-        asymmetric=not args.skip_asymmetric)
+    run(args.label, args.library, args.sims, args.seed, args.workers, study=args.study,
+        no_errors=not args.skip_no_errors, asymmetric=not args.skip_asymmetric)
     return 0
 
 

@@ -27,41 +27,15 @@ hide a drop"; measured in benchmarks/gates/errors_study.py):
 from __future__ import annotations
 
 import dataclasses
-import functools
-import math
 from typing import Mapping, Sequence
 
 from pytest_agentgym.compare.comparison import ERRORS_OPEN, VERDICTS, EnvComparison
 from pytest_agentgym.compare.pairing import EnvPairs, Flip, one_sided_error
 from pytest_agentgym.config.tasks import describe_keys
+from pytest_agentgym.results.error_budget import BUDGET_LEVEL, binomial_tail, most_errors_allowed  # noqa: F401
 
-#: The budget's test level: errors beyond what ``max_error_rate`` per run leaves in 99% of runs.
-BUDGET_LEVEL = 0.01
 #: How the detail of an ``error`` that the errors decide begins.
 ERRORS_DECIDE = "the errors decide the verdict"
-
-
-def _log_pmf(k: int, n: int, log_p: float, log_q: float) -> float:
-    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * log_p + (n - k) * log_q
-
-
-def binomial_tail(count: int, n: int, rate: float) -> float:
-    """P(X >= count) for X ~ Binomial(n, rate), summed in log space from the side of the
-    mean on which the terms fall (exact to rounding at any n; no scipy)."""
-    if count <= 0 or rate >= 1:
-        return 1.0 if count <= n else 0.0
-    if count > n or rate <= 0:
-        return 0.0
-    log_p, log_q = math.log(rate), math.log1p(-rate)
-    upward = count > n * rate  # the terms fall from count upward, else from count - 1 downward
-    ks = range(count, n + 1) if upward else range(count - 1, -1, -1)
-    total = 0.0
-    for k in ks:
-        term = math.exp(_log_pmf(k, n, log_p, log_q))
-        total += term
-        if term <= total * 1e-17:
-            break
-    return min(1.0, total) if upward else max(0.0, 1.0 - total)
 
 
 def either_run_rate(max_error_rate: float) -> float:
@@ -69,18 +43,12 @@ def either_run_rate(max_error_rate: float) -> float:
     return 1.0 - (1.0 - max_error_rate) ** 2
 
 
-@functools.lru_cache(maxsize=256)
 def errors_allowed(keys: int, max_error_rate: float) -> int:
     """The most of ``keys`` paired keys that may error in either run within the budget: the
     largest count that runs erring at ``max_error_rate`` each exceed in more than
-    :data:`BUDGET_LEVEL` of cases (0 at a budget of 0, every key at 1)."""
-    rate = either_run_rate(max_error_rate)
-    if rate <= 0:
-        return 0
-    allowed = min(keys, math.floor(keys * rate))
-    while allowed < keys and binomial_tail(allowed + 1, keys, rate) > BUDGET_LEVEL:
-        allowed += 1
-    return allowed
+    :data:`~pytest_agentgym.results.error_budget.BUDGET_LEVEL` of cases (0 at a budget of 0,
+    every key at 1)."""
+    return most_errors_allowed(keys, either_run_rate(max_error_rate))
 
 
 def resume_advice(keys: Sequence[Flip], resume: Mapping[str, str] | None) -> str:

@@ -2,9 +2,10 @@
 
 A suite declares gates such as ``mean_reward >= 0.5`` or ``success_rate >= 0.8``
 per environment. Each gate gives a :class:`GateVerdict`: ``passed``, ``failed``,
-or ``error`` when the environment's episodes ended in errors more often than its
-error budget allows (``max_error_rate``, default 0.05): a rate computed on the
-few episodes that scored says nothing about the model. The comparison with a
+or ``error`` when more of the environment's episodes ended in errors than its
+error budget allows (``max_error_rate``, default 0.05, as a binomial test:
+results/error_budget.py): a rate computed on the few episodes that scored says
+nothing about the model. The comparison with a
 baseline run (pytest_agentgym.compare, wired in verdicts.py) gives verdicts of
 the same shape, and one more outcome: ``inconclusive``. Any verdict but
 ``passed`` (and ``inconclusive`` unless gates are strict) fails the run.
@@ -19,6 +20,7 @@ import re
 from dataclasses import asdict, dataclass
 
 from pytest_agentgym.results.aggregate import EnvSummary
+from pytest_agentgym.results.error_budget import BUDGET_LEVEL, most_errors_allowed
 
 METRICS = ("mean_reward", "success_rate")
 _GATE = re.compile(r"^\s*(mean_reward|success_rate)\s*(>=|>|<=|<|==)\s*(-?\d+(?:\.\d+)?)\s*$")
@@ -31,8 +33,8 @@ _OPS = {
     "<": lambda v, t: v < t - TOLERANCE,
     "==": lambda v, t: abs(v - t) <= TOLERANCE,
 }
-#: The share of an environment's episodes that may end in an error before its
-#: gates cannot be judged (suite key and node limit ``max_error_rate``).
+#: The rate of infrastructure errors per episode an environment's error budget
+#: allows (suite key and node limit ``max_error_rate``; the budget is a test at it).
 DEFAULT_MAX_ERROR_RATE = 0.05
 
 
@@ -95,16 +97,20 @@ class GateVerdict:
 
 
 def error_budget_exceeded(summary: EnvSummary, max_error_rate: float) -> str | None:
-    """Why ``summary``'s environment cannot be judged, or None when its errors fit
-    the budget (a rate equal to the budget fits)."""
+    """Why ``summary``'s environment cannot be judged, or None when its errors fit the
+    budget: at most as many as episodes erring at ``max_error_rate`` leave in 99% of runs
+    (:func:`~pytest_agentgym.results.error_budget.most_errors_allowed`; 4 of 25, 10 of 90 at
+    5%), so ordinary infrastructure errors do not fail a run on chance alone (issue 40)."""
     if summary.episodes == 0:
         return None
-    rate = summary.errors / summary.episodes
-    if rate <= max_error_rate + TOLERANCE:
+    allowed = most_errors_allowed(summary.episodes, max_error_rate)
+    if summary.errors <= allowed:
         return None
     return (f"only {summary.scored} of {summary.episodes} episodes scored ({summary.errors} error(s), "
-            f"{rate:.1%} > error budget {max_error_rate:.1%}); the gate cannot be judged: fix the "
-            f"errors (see the error items and logs/) and resume the run")
+            f"{summary.errors / summary.episodes:.1%}): more than an error rate of {max_error_rate:.1%} per "
+            f"episode (the error budget) leaves in {1 - BUDGET_LEVEL:.0%} of runs (at most {allowed} of "
+            f"{summary.episodes}); the gate cannot be judged: fix the errors (see the error items and logs/) "
+            f"and resume the run")
 
 
 def check_env(summary: EnvSummary, gates: tuple[Gate, ...], max_error_rate: float) -> list[GateVerdict]:
