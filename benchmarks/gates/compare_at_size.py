@@ -41,7 +41,6 @@ from benchmarks.gates.simulated_runs import BATTERY, DISTRIBUTIONS, LOGS, RESULT
 
 def write_pair(root: Path, episodes: int, shape: tuple[float, float], seed: int) -> tuple[Path, Path]:
     """The baseline and the candidate, each with its light index."""
-    from pytest_agentgym.results.reading import read_episodes_file
 
     rng = np.random.default_rng(seed)
     envs, per_env = list(BATTERY), episodes // len(BATTERY)
@@ -50,13 +49,17 @@ def write_pair(root: Path, episodes: int, shape: tuple[float, float], seed: int)
     for name in ("base", "cand"):
         outcomes = {env: rng.random((per_env, 1)) < p[env][:, None] for env in envs}
         path = write_run(root, name, outcomes)
-        read_episodes_file(path / "episodes.jsonl", keep_index=True)  # as the report does
         runs.append(path)
+    leave_indexes(*runs)
     return runs[0], runs[1]
 
 
 def time_command(base: Path, cand: Path, *, index: bool) -> tuple[float, int, str]:
-    if not index:
+    """One timing; before it (not timed) the light indexes are deleted, or made again
+    where a timing without them deleted them."""
+    if index:
+        leave_indexes(base, cand)
+    else:
         for run in (base, cand):
             (run / "episodes.light.json").unlink(missing_ok=True)
     started = time.perf_counter()
@@ -117,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                         exits.add(code)
                         print(f"{episodes:>7} {shape:<13} {kind:<8} run {i + 1}: {seconds:6.2f} s  exit {code}",
                               flush=True)
-                read_episodes_file_again(base, cand)
+                leave_indexes(base, cand)
                 parts = breakdown(base, cand)
                 cells.append({"episodes": episodes, "shape": shape, "exits": sorted(exits), **parts,
                               **{kind: values for kind, values in timings.items()}})
@@ -133,12 +136,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def read_episodes_file_again(base: Path, cand: Path) -> None:
-    """Leave the light indexes behind again (the last timing without one deleted them)."""
+def leave_indexes(base: Path, cand: Path) -> None:
+    """The light indexes, as the report leaves them, where they are missing."""
     from pytest_agentgym.results.reading import read_episodes_file
 
     for run in (base, cand):
-        read_episodes_file(run / "episodes.jsonl", keep_index=True)
+        if not (run / "episodes.light.json").exists():
+            read_episodes_file(run / "episodes.jsonl", keep_index=True)
 
 
 if __name__ == "__main__":
