@@ -178,6 +178,8 @@ def lattices():
     yield [rng.choice((-1, 1)) * rng.randint(1, 30) for _ in range(60)], "sizes up to 30 (lcm lattice)"
     drop = [rng.choice((1, 1, 1, -1)) * rng.randint(1, 5) for _ in range(200)]
     yield drop, "a real drop: the lower tail at 200 tasks"
+    yield [1] * 1100 + [2] * 5 + [-3] * 2, "past underflow: cells cut at both ends, p = 0"
+    yield [1] * 900 + [-1] * 100 + [2] * 40, "far tails of 1,040 tasks, where cells are cut"
 
 
 @pytest.mark.parametrize("ints,what", list(lattices()), ids=[w for _, w in lattices()])
@@ -187,6 +189,22 @@ def test_sign_flip_lattice_equals_the_old_convolution(ints, what):
     assert same(p, old_p), (p, old_p)
     same_support(support, old_support)
     assert p in support
+
+
+def test_sign_flip_lattice_at_size_matches_the_normal_limit():
+    """50,000 tasks at 3 repeats (the old convolution: about 10^10 operations): away from the
+    tails the exact distribution function is the normal one (the sums lie 2 apart: a
+    continuity correction of 1)."""
+    from statistics import NormalDist
+
+    sizes = {1: 25_000, 2: 15_000, 3: 10_000}
+    sd = math.sqrt(sum(size * size * c for size, c in sizes.items()))
+    for z in (-2.0, -1.0, 0.0, 0.5):
+        ones_up = sizes[1] // 2 + round(z * sd / 2)  # each 1 turned up adds 2 to the sum
+        ints = [1] * ones_up + [-1] * (sizes[1] - ones_up)
+        ints += [size * sign for size in (2, 3) for sign in (1, -1) for _ in range(sizes[size] // 2)]
+        p, support = exact.lattice_sign_flip(ints)
+        assert p == pytest.approx(NormalDist(0, sd).cdf(sum(ints) + 1), rel=5e-3) and p in support
 
 
 def test_sign_flip_test_uses_the_grouped_lattice():
