@@ -218,9 +218,9 @@ def build_trend(paths: Sequence[str | Path], *, metric: str = "success", margin:
     if metric not in METRICS:
         raise CompareError(f"metric {metric!r} is not one of {', '.join(METRICS)}")
     for name, value, low_open in (("margin", margin, False), ("alpha", alpha, True)):
-        inside = 0 < value < 1 if low_open else 0 <= value <= 1
+        inside = 0 < value < 1 if low_open else 0 <= value < 1  # compare_runs refuses margin 1 too
         if not inside:
-            raise CompareError(f"{name} must be a number in {'(0, 1)' if low_open else '[0, 1]'}, not {value!r}")
+            raise CompareError(f"{name} must be a number in {'(0, 1)' if low_open else '[0, 1)'}, not {value!r}")
     runs, order, note, loaded = _load_runs(paths)
     cache: dict[tuple[int, int, tuple[str, ...]], Comparison] = {}
 

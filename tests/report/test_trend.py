@@ -120,7 +120,7 @@ def test_the_command_exits_0_1_and_2(tmp_path, capsys):
 
     for args, says in ((["nowhere"], "'nowhere' is not a run directory"),
                        (["s1", str(reports / "s1")], "is given twice"),
-                       (["s1", "s2", "--margin", "-1"], "margin must be a number in [0, 1], not -1.0"),
+                       (["s1", "s2", "--margin", "-1"], "margin must be a number in [0, 1), not -1.0"),
                        (["s1", "s2", "--margin", "1"], "margin must be a number in [0, 1), not 1.0"),
                        (["s1", "s2", "--alpha", "1"], "alpha must be a number in (0, 1), not 1.0"),
                        (["s1", "short"], "BabyAI tasks: only in the baseline: 80-89")):

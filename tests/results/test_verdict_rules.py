@@ -93,7 +93,8 @@ def test_a_mean_a_rounding_error_away_from_its_threshold_meets_it(gate):
     assert check(Gate.parse(gate), summary).passed
 
 
-@pytest.mark.parametrize("errors, episodes, over", [(1, 20, False), (1, 19, True), (0, 5, False), (5, 5, True)])
+@pytest.mark.parametrize("errors, episodes, over", [(1, 20, False), (4, 19, False), (5, 19, True), (0, 5, False),
+                                                    (2, 5, False), (3, 5, True), (5, 5, True)])
 def test_the_error_budget_boundary(errors, episodes, over):
     summary = summarize(records("Maze", [None] * errors + [1.0] * (episodes - errors)))["Maze"]
     assert (error_budget_exceeded(summary, 0.05) is not None) is over
