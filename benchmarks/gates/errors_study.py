@@ -53,6 +53,8 @@ SHAPES = {"battery (90/100/25/25)": BATTERY, "Maze (25)": {"Maze": 25}, "BabyAI 
 DISTRIBUTIONS = {"Beta(2,2)": (2.0, 2.0), "Beta(0.3,0.3)": (0.3, 0.3)}
 RATES = (0.0, 0.01, 0.02, 0.03)
 HIDDEN = 4
+#: --study gates: failed BabyAI episodes of one run recorded as errors (a drop hidden as errors)
+GATES_HIDDEN = (4, 8)
 RED = ("error", "regressed")
 #: the lightweight suites' threshold gates on the field nodes (suites/lightweight/*.yaml, "4090" and gpu)
 GATES = {"BabyAI": "success_rate >= 0.45", "TextCraft": "success_rate >= 0.10", "Maze": "success_rate >= 0.04",
@@ -165,23 +167,41 @@ def hidden_cell(job: tuple) -> dict:
             **{label: {k: v / sims for k, v in sorted(s.items())} for label, s in shares.items()}}
 
 
+def _gate_outcomes(lib: dict, gates: dict, won: dict, erred: dict) -> list[str]:
+    summaries = lib["summarize"](_run(lib, "run", won, erred))
+    return [v.outcome for env in BATTERY for v in lib["gates"].check_env(summaries[env], gates[env], BUDGET)]
+
+
+def _tally_gates(tally: dict, outcomes: list[str], prefix: str = "") -> None:
+    tally[prefix + "error"] += "error" in outcomes
+    tally[prefix + "failed"] += "failed" in outcomes
+    tally[prefix + "red"] += any(o in ("error", "failed") for o in outcomes)
+
+
 def gates_cell(job: tuple) -> dict:
     """One run of the lightweight battery, each episode erring at ``rate``, judged by
-    :data:`GATES` as the run judges them (``check_env`` at the default budget)."""
-    library, dist, rate, sims, seed = job
+    :data:`GATES` as the run judges them (``check_env`` at the default budget). ``hidden``
+    > 0: that many of BabyAI's failed episodes (drawn among those not errored) are recorded
+    as errors (a drop hidden as errors), and the same run is judged as played beside it."""
+    library, dist, rate, sims, seed, hidden = (*job, 0) if len(job) == 5 else job
     lib = _lib(library)
     rng = np.random.default_rng(seed)
     gates = {env: (lib["gates"].Gate.parse(g),) for env, g in GATES.items()}
-    tally = dict.fromkeys(("red", "error", "failed"), 0)
+    tally = dict.fromkeys(("red", "error", "failed", "played red", "played error", "played failed"), 0)
     for _ in range(sims):
         won = {env: rng.random(n) < rng.beta(*DISTRIBUTIONS[dist], size=n) for env, n in BATTERY.items()}
         erred = {env: rng.random(n) < rate for env, n in BATTERY.items()}
-        summaries = lib["summarize"](_run(lib, "run", won, erred))
-        outcomes = [v.outcome for env in BATTERY for v in lib["gates"].check_env(summaries[env], gates[env], BUDGET)]
-        tally["error"] += "error" in outcomes
-        tally["failed"] += "failed" in outcomes
-        tally["red"] += any(o in ("error", "failed") for o in outcomes)
-    return {"study": "gates", "p": dist, "rate": rate, "pairs": sims, **{k: v / sims for k, v in tally.items()}}
+        if hidden:
+            lost = np.flatnonzero(~won["BabyAI"] & ~erred["BabyAI"])
+            hide = rng.choice(lost, min(hidden, len(lost)), replace=False)
+            _tally_gates(tally, _gate_outcomes(lib, gates, won, erred), "played ")
+            erred = {**erred, "BabyAI": erred["BabyAI"].copy()}
+            erred["BabyAI"][hide] = True
+        _tally_gates(tally, _gate_outcomes(lib, gates, won, erred))
+    if not hidden:
+        tally = {k: v for k, v in tally.items() if not k.startswith("played")}
+    return {"study": "gates", "p": dist, "rate": rate, "hidden": hidden, "pairs": sims,
+            **{k: v / sims for k, v in tally.items()}}
 
 
 def _job(job: tuple) -> dict:
@@ -191,8 +211,12 @@ def _job(job: tuple) -> dict:
 
 def gates_jobs(library: str | None, sims: int, seed: int) -> list[tuple]:
     # the same seed at every rate: the same tasks and draws, so a cell differs from 0% only by its errors
+    # the hidden drops: a seed of their own per cell (the unchanged cells keep theirs)
     return [("gates", library, dist, rate, sims, seed + 70_000 + 1000 * d)
-            for d, dist in enumerate(DISTRIBUTIONS) for rate in RATES]
+            for d, dist in enumerate(DISTRIBUTIONS) for rate in RATES] + [
+            ("gates", library, dist, rate, sims, seed + 80_000 + 1000 * d + 10 * h + r, hidden)
+            for d, dist in enumerate(DISTRIBUTIONS) for h, hidden in enumerate(GATES_HIDDEN)
+            for r, rate in enumerate((0.0, 0.03))]
 
 
 def jobs(library: str | None, sims: int, seed: int, *, no_errors: bool = True,
@@ -246,6 +270,9 @@ def _commit(tree: str) -> str:
 
 
 def _cell(r: dict) -> str:
+    if r["study"] == "gates" and r.get("hidden"):
+        return (f"{r['p']}, one run of the battery, {r['hidden']} BabyAI failures recorded as errors, "
+                f"{r['rate']:.0%} errors beside")
     if r["study"] == "gates":
         return f"{r['p']}, one run of the battery (90/100/25/25), its threshold gates, {r['rate']:.0%} errors"
     if r["study"] == "hidden drop":
@@ -257,7 +284,8 @@ def _cell(r: dict) -> str:
 
 def _row_text(r: dict) -> str:
     if r["study"] == "gates":
-        return f"{_cell(r):<80} red {r['red']:6.1%} (GATE ERROR {r['error']:5.1%}, failed {r['failed']:5.1%})"
+        played = f"; as played: red {r['played red']:6.1%}" if r.get("hidden") else ""
+        return f"{_cell(r):<80} red {r['red']:6.1%} (GATE ERROR {r['error']:5.1%}, failed {r['failed']:5.1%}){played}"
     if r["study"] == "hidden drop":
         return f"{_cell(r):<80} hidden: {_shares(r['hidden'])} | as played: {_shares(r['played'])}"
     return (f"{_cell(r):<80} red {r['red']:6.1%} (error {r['error']:5.1%}, regressed {r['regressed']:5.1%}), "
@@ -273,14 +301,18 @@ def _red(s: dict[str, float]) -> float:
     return sum(v for k, v in s.items() if k in RED)
 
 
-def gates_table() -> str:
-    """The threshold gates' study before and after (labels gates-before and gates-after)."""
-    before, after = (json.loads((RESULTS / f"errors_study_gates-{label}.json").read_text())
-                     for label in ("before", "after"))
-    lines = ["| cell | before: red (GATE ERROR) | after: red (GATE ERROR) | failed |", "|---|---|---|---|"]
-    for b, a in zip(before["rows"], after["rows"]):
-        lines.append(f"| {_cell(a)} | {b['red']:.1%} ({b['error']:.1%}) | {a['red']:.1%} ({a['error']:.1%}) "
-                     f"| {a['failed']:.1%} |")
+def gates_table(labels: tuple[str, str] = ("gates-before", "gates-after")) -> str:
+    """The threshold gates' study before and after (the JSONs of ``labels``); a hidden drop's
+    row also gives the same runs judged as played."""
+    before, after = (json.loads((RESULTS / f"errors_study_{label}.json").read_text()) for label in labels)
+    lines = ["| cell | before: red (GATE ERROR) | after: red (GATE ERROR) | failed | as played: red |",
+             "|---|---|---|---|---|"]
+    earlier = {_cell(b): b for b in before["rows"]}
+    for a in after["rows"]:
+        b = earlier.get(_cell(a))
+        was = f"{b['red']:.1%} ({b['error']:.1%})" if b else "-"
+        played = f"{a['played red']:.1%}" if a.get("hidden") else ""
+        lines.append(f"| {_cell(a)} | {was} | {a['red']:.1%} ({a['error']:.1%}) | {a['failed']:.1%} | {played} |")
     return "\n".join(lines) + (f"\n\n({after['sims']} runs per cell, the same seeds; before: {before['commit']}; "
                                f"after: {after['commit']}; {after['command']})\n")
 
@@ -318,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--library", help="a tree whose pytest_agentgym judges (default: this one)")
     parser.add_argument("--table", nargs="?", const="compare", choices=("compare", "gates"),
                         help="print before and after side by side (gates: the threshold gates' study)")
+    parser.add_argument("--labels", nargs=2, metavar=("BEFORE", "AFTER"),
+                        help="--table gates: the two labels to set side by side (default gates-before gates-after)")
     parser.add_argument("--study", choices=("compare", "gates"), default="compare",
                         help="gates: one run judged by its threshold gates (see the module)")
     parser.add_argument("--skip-no-errors", action="store_true",
@@ -325,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-asymmetric", action="store_true", help="leave out the candidate-only errors")
     args = parser.parse_args(argv)
     if args.table:
-        print(gates_table() if args.table == "gates" else table())
+        print(gates_table(*([tuple(args.labels)] if args.labels else [])) if args.table == "gates" else table())
         return 0
     run(args.label, args.library, args.sims, args.seed, args.workers, study=args.study,
         no_errors=not args.skip_no_errors, asymmetric=not args.skip_asymmetric)

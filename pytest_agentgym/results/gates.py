@@ -5,7 +5,8 @@ per environment. Each gate gives a :class:`GateVerdict`: ``passed``, ``failed``,
 or ``error`` when more of the environment's episodes ended in errors than its
 error budget allows (``max_error_rate``, default 0.05, as a binomial test:
 results/error_budget.py): a rate computed on the few episodes that scored says
-nothing about the model. The comparison with a
+nothing about the model. Within the budget a gate is judged on the scored episodes,
+unless the errors decide it (:func:`errors_decide`): then it is an ``error`` too. The comparison with a
 baseline run (pytest_agentgym.compare, wired in verdicts.py) gives verdicts of
 the same shape, and one more outcome: ``inconclusive``. Any verdict but
 ``passed`` (and ``inconclusive`` unless gates are strict) fails the run.
@@ -16,6 +17,7 @@ Comparisons forgive a difference of 1e-9, so that a success rate of 17/20 meets
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import asdict, dataclass
 
@@ -113,12 +115,50 @@ def error_budget_exceeded(summary: EnvSummary, max_error_rate: float) -> str | N
             f"and resume the run")
 
 
-def check_env(summary: EnvSummary, gates: tuple[Gate, ...], max_error_rate: float) -> list[GateVerdict]:
+def errors_decide(gate: Gate, summary: EnvSummary, max_error_rate: float, resume: str | None = None) -> str | None:
+    """Why ``gate``, met by ``summary``'s scored episodes within the error budget, is
+    decided by the errors instead (or None): the errored episodes beyond the
+    ``episodes * max_error_rate`` the budget's rate expects, counted as the gate's failures
+    (no success and the lowest reward of the range for ``>=``/``>``, the opposite for
+    ``<=``/``<``, either for ``==``; the expected ones at the scored value), miss it. So
+    failures recorded as errors cannot lift a rate over its floor (issue 40); the expected
+    share is what keeps ordinary errors from failing runs: counting every error fails an
+    unchanged run at a floor near its rate 8 points more often at 3% errors
+    (benchmarks/gates/errors_study.py --study gates). ``resume``: the command that resumes
+    the run (results/resumption.py), named in the reason."""
+    value = getattr(summary, gate.metric)
+    expected = math.floor(summary.episodes * max_error_rate + TOLERANCE)
+    counted = summary.errors - expected
+    if value is None or counted <= 0 or not _OPS[gate.op](value, gate.threshold):
+        return None
+    low, high = (0.0, 1.0) if gate.metric == "success_rate" else (summary.reward_range or (value, value))
+    kept = value * (summary.scored + expected)
+    for extreme in (low, high):
+        worst = (kept + counted * extreme) / (summary.scored + summary.errors)
+        if not _OPS[gate.op](worst, gate.threshold):
+            how = f"`{resume}`" if resume else "the run's command with --agentgym-resume=<its run directory>"
+            return (f"the errors decide this gate: {gate.metric} = {value:.3f} on the {summary.scored} scored of "
+                    f"{summary.episodes} episodes meets {gate.op} {gate.threshold:g}, but {summary.errors} errored; "
+                    f"counting the {counted} beyond the {expected} an error rate of {max_error_rate:.1%} per episode "
+                    f"expects as failures gives {worst:.3f}, which misses it: fix the errors (see the error items "
+                    f"and logs/) and resume the run: {how}")
+    return None
+
+
+def check_env(summary: EnvSummary, gates: tuple[Gate, ...], max_error_rate: float,
+              resume: str | None = None) -> list[GateVerdict]:
     """The verdicts of one environment's gates. Over the error budget every gate is
-    an ``error``; with no gate at all, the budget itself is reported as one."""
+    an ``error``; with no gate at all, the budget itself is reported as one. Within it, a
+    gate the errors decide (:func:`errors_decide`) is an ``error`` too."""
     reason = error_budget_exceeded(summary, max_error_rate)
     if reason is None:
-        return [check(gate, summary) for gate in gates]
+        verdicts = []
+        for gate in gates:
+            verdict = check(gate, summary)
+            decided = errors_decide(gate, summary, max_error_rate, resume) if verdict.passed else None
+            verdicts.append(verdict if decided is None else
+                            GateVerdict(summary.env, str(gate), verdict.value, False, decided, outcome="error"))
+        return verdicts
     names = [str(g) for g in gates] or [f"error_rate <= {max_error_rate:g}"]
     rate = summary.errors / summary.episodes
     return [GateVerdict(summary.env, name, rate, False, reason, outcome="error") for name in names]
