@@ -13,10 +13,9 @@ environment of a family of ``m`` spends ``alpha / m`` along an O'Brien-Fleming-s
 Lan-DeMets function, with boundaries computed exactly for the discrete test (the
 sign-flip walk; McNemar's on 0/1 tasks) given the tasks played by each look. The
 final comparison of the environments that play to the end (compare_runs, Holm across
-them) runs at :meth:`SequentialPlan.final_alpha`: the largest alpha at which its first
-Holm step rejects no p-value that the exact design's final look would not (so every
-environment errs with chance at most ``alpha / m`` over all its looks), and at most
-``alpha * (1 - OK_SHARE)``. The ``ok`` side spends ``alpha * OK_SHARE`` over the
+them) runs at :func:`final_alpha`: alpha less what the interim looks spent on paths that
+its own first Holm step would not have rejected (computed exactly given the differences
+played), and at most ``alpha * (1 - OK_SHARE)``. The ``ok`` side spends ``alpha * OK_SHARE`` over the
 interim looks in the same shape (the interval's lower end at look ``k`` errs with
 chance half of :meth:`SequentialPlan.ok_alpha`), so a wrong ``ok`` stays at most
 alpha / 2 by a union bound. Measured: benchmarks/gates/sequential_study.py.
@@ -35,7 +34,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from pytest_agentgym.compare.boundaries import Design, design, obf_spend
+from pytest_agentgym.compare.boundaries import Design, design, escaped, spend
 from pytest_agentgym.compare.pairing import EnvPairs, pair_env
 from pytest_agentgym.results.gates import TOLERANCE, Gate
 from pytest_agentgym.results.records import EpisodeRecord
@@ -43,8 +42,10 @@ from pytest_agentgym.results.records import EpisodeRecord
 #: The interim looks, as fractions of an environment's planned tasks.
 LOOKS = (0.25, 0.5, 0.75)
 #: The share of alpha the interim ``ok`` looks spend, in all, on their two-sided intervals;
-#: the final comparison runs at no more than what is left.
-OK_SHARE = 0.1
+#: the final comparison runs at no more than what is left. Small: at a battery's sizes an
+#: interim ``ok`` is rare (it needs a narrow interval early), while every share spent here
+#: is taken from the final comparison's power.
+OK_SHARE = 0.02
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ class SequentialPlan:
         previous look was at ``before``: the ``ok`` budget spent in the O'Brien-Fleming shape
         (its lower end errs with chance half of it)."""
         budget = self.alpha * self.ok_share
-        return budget * (obf_spend(fraction, self.alpha) - obf_spend(before, self.alpha)) / self.alpha
+        return budget * (spend(fraction, self.alpha) - spend(before, self.alpha)) / self.alpha
 
     @property
     def final_alpha(self) -> float:
@@ -144,15 +145,58 @@ def regression_design(pairs: EnvPairs, order: Sequence[int], points: Sequence[in
                   scales=pairs.repeat_counts or (1,))
 
 
-def final_alpha(finals: Sequence[tuple[Design, int]], plan: SequentialPlan) -> float:
-    """The alpha of the final comparison of the environments that play to the end, given
-    each one's exact design over all its looks and the size of the Holm family it is
-    compared in: the largest alpha whose first Holm step (``alpha / family``) lies below
-    every environment's next attainable p-value past its design's final level, so it
-    rejects nothing the design would not; at most :attr:`SequentialPlan.final_alpha`."""
+@dataclass(frozen=True)
+class FinalLooks:
+    """One environment that played to the end, as the final comparison sees it: the
+    differences each of its looks added (the last one the final look's), the looks'
+    information fractions (the last 1), its lattice, the size of its Holm family in the
+    final comparison and the level its looks spend (:attr:`SequentialPlan.regressed_level`)."""
+
+    steps: tuple[tuple[float, ...], ...]
+    fractions: tuple[float, ...]
+    scales: tuple[int, ...]
+    family: int
+    level: float
+
+
+def final_looks(pairs: EnvPairs, order: Sequence[int], plan: SequentialPlan, family: int) -> FinalLooks:
+    """:class:`FinalLooks` of an environment whose every planned task (``order``) was played."""
+    planned = len(order)
+    points = (*plan.look_points(planned), planned)
+    return FinalLooks(tuple(tuple(step) for step in _steps(pairs, order, points)),
+                      tuple(p / planned for p in points), tuple(pairs.repeat_counts or (1,)), family,
+                      plan.regressed_level)
+
+
+def final_alpha(finals: Sequence[FinalLooks], plan: SequentialPlan, *, stopped: Sequence[float] = ()) -> float:
+    """The alpha of the final comparison of the environments that play to the end (``finals``;
+    ``stopped``: the levels of the environments of the family that stopped at a look). A false alarm happens at an interim
+    look or in the final comparison; the final comparison's first Holm step at ``x`` rejects
+    every path whose final p-value is at most ``x / family``, so the interim looks cost it
+    only what they spent on paths ending above that (:func:`~pytest_agentgym.compare.
+    boundaries.escaped`, exact given the differences), and a stopped environment at most
+    what its looks could spend. The answer is the largest ``x`` with ``x`` plus those costs
+    at most alpha (found by bisection), and at most :attr:`SequentialPlan.final_alpha`."""
+    interim = [spend(f.fractions[-2], f.level) if len(f.fractions) > 1 else 0.0 for f in finals]
+    stopped_cost = math.fsum(spend(plan.looks[-1], level) for level in stopped)
+
+    def room(x: float) -> float:  # alpha - costs - x: >= 0 where x is a valid final alpha
+        cost = math.fsum(escaped(f.steps, f.fractions, f.level, x / max(1, f.family), f.scales)
+                         if len(f.steps) > 1 else 0.0 for f in finals)
+        return plan.alpha - stopped_cost - cost - x
+
     cap = plan.final_alpha
-    limits = [family * d.final_next for d, family in finals if family > 0]
-    return min([cap, *(limit * (1 - 1e-9) for limit in limits)])
+    low = max(0.0, min(cap, plan.alpha - stopped_cost - math.fsum(interim)))  # costs never exceed the spends
+    if room(cap) >= 0:
+        return cap
+    high = cap
+    for _ in range(14):
+        middle = (low + high) / 2
+        if room(middle) >= 0:
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 def decide_against_baseline(env: str, baseline: Sequence[EpisodeRecord], candidate: Sequence[EpisodeRecord],

@@ -174,11 +174,9 @@ class Stopper:
     @property
     def final_alpha(self) -> float:
         """The alpha of the final comparison of the environments that play to the end
-        (compare/sequential.final_alpha): at most what the ``ok`` looks left, and low
-        enough that its first Holm step rejects nothing the exact design of any of them
-        would not, given the records now held."""
+        (compare/sequential.final_alpha), given the records now held: what the looks left."""
         from pytest_agentgym.compare.pairing import pair_env
-        from pytest_agentgym.compare.sequential import final_alpha, regression_design
+        from pytest_agentgym.compare.sequential import final_alpha, final_looks
 
         with self._lock:
             held = {env: list(w.records.values()) for env, w in self.watches.items()}
@@ -192,11 +190,10 @@ class Stopper:
             watch = self.watches[env]
             pairs = pair_env(env, self.baseline or [], held[env], self._metric[env])
             if pairs.units:
-                plan = self.plan(env)
-                points = (*plan.look_points(len(watch.order)), len(watch.order))
-                finals.append((regression_design(pairs, watch.order, points, plan, len(watch.order)),
-                               family[(self._metric[env], watch.max_error_rate)]))
-        return final_alpha(finals, self.plan(""))
+                finals.append(final_looks(pairs, watch.order, self.plan(env),
+                                          family[(self._metric[env], watch.max_error_rate)]))
+        stopped = [self.plan(env).regressed_level for env in self._families if env in self.stops]
+        return final_alpha(finals, self.plan(""), stopped=stopped)
 
     # -- the records ------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_agentgym.compare.boundaries import obf_spend
+from pytest_agentgym.compare.boundaries import spend
 from pytest_agentgym.compare.sequential import (Decision, SequentialPlan, completed_tasks,
                                                 decide_against_baseline, gate_decided, play_order)
 from pytest_agentgym.results.gates import Gate
@@ -21,11 +21,11 @@ def test_the_alpha_of_each_look_and_of_the_final_comparison():
     assert PLAN.regressed_level == pytest.approx(0.05)
     assert SequentialPlan(alpha=0.05, margin=0.05, n_envs=4).regressed_level == pytest.approx(0.0125)
     assert SequentialPlan(alpha=0.05, margin=0.05, n_envs=0).regressed_level == pytest.approx(0.05)
-    assert PLAN.final_alpha == pytest.approx(0.045)  # what the ok looks may spend: 10% of alpha
-    # the ok looks spend 0.005 in the O'Brien-Fleming shape: little early, more later
+    assert PLAN.final_alpha == pytest.approx(0.049)  # what the ok looks may spend: 2% of alpha
+    # the ok looks spend 0.001 in the O'Brien-Fleming shape: little early, more later
     spent = [PLAN.ok_alpha(0.25), PLAN.ok_alpha(0.5, 0.25), PLAN.ok_alpha(0.75, 0.5)]
-    assert spent[0] < spent[1] < spent[2] and sum(spent) < 0.005
-    assert sum(spent) == pytest.approx(0.1 * obf_spend(0.75, 0.05))
+    assert spent[0] < spent[1] < spent[2] and sum(spent) < 0.001
+    assert sum(spent) == pytest.approx(0.02 * spend(0.75, 0.05))
 
 
 @pytest.mark.parametrize("planned, points", [
@@ -104,30 +104,30 @@ def _decide(base, cand, points, plan=PLAN, *, planned=40, budget=0.05):
 def test_a_regression_is_decided_at_the_exact_boundary_of_a_look():
     """Every task lost: the sum of the differences is -n. The boundary of a look is the
     lowest sums whose null mass (paths that crossed no earlier look excluded) fits the
-    O'Brien-Fleming spend: at 10 of 40 tasks 8.9e-5 < 2^-10, so no 10 losses decide; at
-    20 of 40 (spend 0.0056) all 20 lost do, and 12 lost of 20 do not."""
+    O'Brien-Fleming-like spend 0.05 t^3: at 10 of 40 tasks 0.00078 < 2^-10, so no 10
+    losses decide; at 20 of 40 (spend 0.00625) all 20 lost do."""
     assert _decide(*_runs(10), (10,)) is None
     verdict, why = _decide(*_runs(20), (10, 20))
     assert verdict == "regressed"
     assert why.startswith("success fell by 1.000 over 20 paired tasks (p=9.5e-07 <= ")
     assert "the O'Brien-Fleming boundary of look 2 of 3, exact" in why
     # 20 tasks played, the first n lost and the rest still passed: p = 2^-n, and the first
-    # look had no boundary, so the second spends all of 0.0056: 2^-8 = 0.0039 fits, 2^-7 not
+    # look had no boundary, so the second spends all of 0.00625: 2^-8 = 0.0039 fits, 2^-7 not
     base = _runs(0)[0]
     for lost, expected in ((7, None), (8, "regressed")):
         cand = [make_episode("W", t, outcome="failed" if t < lost else "passed") for t in range(20)]
         found = _decide(base, cand, (10, 20))
         assert (found[0] if found else None) == expected, (lost, found)
-    assert obf_spend(0.5, 0.05) == pytest.approx(0.005575, abs=1e-6)
+    assert spend(0.5, 0.05) == pytest.approx(0.00625) and spend(0.25, 0.05) == pytest.approx(0.00078125)
 
 
 def test_the_family_shares_the_level():
-    """Four environments compared together: each spends alpha / 4 (0.00041 at half way,
-    where one alone spends 0.0056), so 12 losses of 20 (2^-12) decide and 11 (2^-11 =
-    0.00049) no longer do."""
+    """Four environments compared together: each spends alpha / 4 (0.00156 at half way,
+    where one alone spends 0.00625), so 10 losses of 20 (2^-10) decide and 9 (2^-9 =
+    0.00195) no longer do."""
     four = SequentialPlan(alpha=0.05, margin=0.05, n_envs=4)
     base = _runs(0)[0]
-    for lost, expected in ((11, None), (12, "regressed")):
+    for lost, expected in ((9, None), (10, "regressed")):
         cand = [make_episode("W", t, outcome="failed" if t < lost else "passed") for t in range(20)]
         found = _decide(base, cand, (10, 20), four)
         assert (found[0] if found else None) == expected, (lost, found)
@@ -141,8 +141,8 @@ def test_over_the_error_budget_nothing_is_decided():
 
 def test_an_unchanged_candidate_is_ok_once_the_interval_is_narrow_enough():
     """The score interval of no change over n tasks is +-z^2/(n + z^2) at the look's ok
-    level: the first look of 800 tasks (200) spends 8.9e-6 (z^2 = 19.7: +-0.090, open), the
-    second (400) 0.00055 (z^2 = 12.0: +-0.029, ok)."""
+    level: the first look of 800 tasks (200) spends 1.6e-5 (z^2 = 18.7: +-0.085, open), the
+    second (400) 0.00011 (z^2 = 15.0: +-0.036, ok)."""
     same = [make_episode("W", t) for t in range(800)]
     order = list(range(800))
     assert decide_against_baseline("W", same, same, order, (200,), PLAN, metric="success",
@@ -150,7 +150,7 @@ def test_an_unchanged_candidate_is_ok_once_the_interval_is_narrow_enough():
     verdict, why = decide_against_baseline("W", same, same, order, (200, 400), PLAN, metric="success",
                                            max_error_rate=0.05)
     assert verdict == "ok"
-    assert why.startswith("the 99.945% interval [-0.029, 0.029] over 400 paired tasks rules out a drop")
+    assert why.startswith("the 99.989% interval [-0.036, 0.036] over 400 paired tasks rules out a drop")
 
 
 def test_a_decision_says_what_was_decided_where():

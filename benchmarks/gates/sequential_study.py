@@ -1,0 +1,206 @@
+"""Stopping when decided (issue 40): the exact O'Brien-Fleming looks against the looks they
+replaced, and both against the fixed-size comparison, on the same simulated batteries.
+
+Per cell (a success distribution and a drop) and simulation, the battery's tasks get success
+probabilities p ~ Beta; the baseline succeeds with p, the candidate with max(p - drop, 0), one
+episode per task, as gate_calibration.py's other studies draw them (the same draws, cell
+seeds and order as calibration_studies.py's --sequential cells). Each shape (BabyAI alone,
+Maze alone, the battery) is then judged three ways on those runs:
+
+* ``after``: the procedure as the plugin runs it: run/stopping.Stopper (the plan's exact
+  boundaries on exactly the first n tasks of the play order at each look, gates none), the
+  environments left judged together by compare_runs at the Stopper's final alpha;
+* ``before``: the looks before issue 40 (Haybittle-Peto-like: a regression at raw
+  p <= alpha * 0.02 / m, ok when the 99.9% interval with errors counted against the
+  candidate lies above -margin), the rest by compare_runs at 0.047, on the same play order;
+* ``fixed``: compare_runs at alpha on every task.
+
+It prints and writes, per cell: the share judged regressed (at drop 0 the false-alarm rate,
+want <= 5%) and ok by each, and the share of the planned episodes each played.
+
+    python benchmarks/gates/sequential_study.py --sims 1000 --workers 2   # results/sequential_study.json
+    python benchmarks/gates/sequential_study.py --sims 50 --shapes "BabyAI (90)"   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(REPO), str(REPO / "tests")]  # benchmarks.* and the tests' helpers: benchmarks/README.md
+
+from benchmarks.gates.calibration_studies import (ALPHA, MARGIN, SEQ_DROPS, SEQ_SHAPES, _draw, _pool_map,  # noqa: E402
+                                                  _records, library_state)
+from benchmarks.gates.simulated_runs import BATTERY, DISTRIBUTIONS, RESULTS  # noqa: E402
+from pytest_agentgym.compare import compare_runs  # noqa: E402
+from pytest_agentgym.compare.comparison import worst  # noqa: E402
+from pytest_agentgym.compare.judgement import _bounds, _estimate  # noqa: E402
+from pytest_agentgym.compare.pairing import pair_env  # noqa: E402
+from pytest_agentgym.compare.runs import LoadedRun  # noqa: E402
+from pytest_agentgym.compare.sequential import SequentialPlan, play_order  # noqa: E402
+from pytest_agentgym.results.gates import DEFAULT_MAX_ERROR_RATE, TOLERANCE  # noqa: E402
+from pytest_agentgym.results.records import EpisodeRecord, RunInfo  # noqa: E402
+from pytest_agentgym.run.plans import EnvPlan  # noqa: E402
+from pytest_agentgym.run.stopping import Stopper  # noqa: E402
+
+#: The looks before issue 40: a share of alpha per interim look, the rest for the final comparison.
+BEFORE_SHARE = 0.02
+
+
+def _loaded(run_id: str, records: list[EpisodeRecord]) -> LoadedRun:
+    """A run as compare_runs reads one, held in memory (no directory: the study compares
+    thousands of pairs)."""
+    from pytest_agentgym.results import fingerprint
+
+    envs = sorted({r.env for r in records})
+    info = RunInfo(run_id=run_id, started_at="2026-01-01T00:00:00Z", node="simulated", model="simulated",
+                   endpoint="none", endpoint_kind="simulated", environments=tuple(envs), command="sequential_study",
+                   versions={"pytest-agentgym": "simulated"}, status="finished",
+                   fingerprint=fingerprint.build(model="simulated", endpoint_kind="simulated", checkpoint=None,
+                                                 envs={e: {"max_rounds": 15} for e in envs}))
+    return LoadedRun(given=run_id, path=Path("/nonexistent") / run_id, info=info, records=tuple(records))
+
+
+def play_after(envs: tuple[str, ...], base: list[EpisodeRecord], cand: list[EpisodeRecord],
+               base_run: LoadedRun, cand_run: LoadedRun, seed: str) -> tuple[str, int]:
+    """The run's verdict and the episodes played, as the plugin's Stopper decides."""
+    plans = {env: EnvPlan(baseline_metric="success", max_error_rate=DEFAULT_MAX_ERROR_RATE) for env in envs}
+    wanted = set(envs)
+    keys = [r.key for r in cand if r.env in wanted]
+    stopper = Stopper(plans, keys, baseline=[r for r in base if r.env in wanted], margin=MARGIN,
+                      reward_ranges={}, seed=seed)
+    by_task = {(r.env, r.task_index): r for r in cand}
+    decided, played, rest = [], 0, []
+    for env in envs:
+        watch = stopper.watches[env]
+        stop = None
+        for point in stopper.plan(env).look_points(len(watch.order)):
+            for task in watch.order[:point]:
+                stopper.recorded(by_task[(env, task)])
+            stop = stopper.look(env)
+            if stop is not None:
+                decided.append(stop.decision.verdict)
+                played += stop.decision.tasks
+                break
+        if stop is None:
+            for task in watch.order:
+                stopper.recorded(by_task[(env, task)])
+            rest.append(env)
+            played += len(watch.order)
+    if rest:
+        decided.append(compare_runs(base_run, cand_run, alpha=stopper.final_alpha, margin=MARGIN, envs=rest).verdict)
+    return worst(decided), played
+
+
+def _before_look(env: str, base: list[EpisodeRecord], cand: list[EpisodeRecord], tasks: list[int],
+                 n_envs: int) -> str | None:
+    """The interim decision before issue 40 (compare/sequential.py at 4d20ddc)."""
+    wanted = set(tasks)
+    b = [r for r in base if r.env == env and r.task_index in wanted]
+    c = [r for r in cand if r.env == env and r.task_index in wanted]
+    pairs = pair_env(env, b, c, "success")
+    if not pairs.units:
+        return None
+    level, ok_alpha = ALPHA * BEFORE_SHARE / n_envs, ALPHA * BEFORE_SHARE
+    recorded = _estimate(pairs, ok_alpha)
+    if recorded.ci is not None and recorded.p_raw <= level and recorded.delta < -MARGIN - TOLERANCE:
+        return "regressed"
+    against = _estimate(pair_env(env, b, c, "success", against_candidate=_bounds(pairs)), ok_alpha)
+    if against.ci is not None and against.ci[0] > -MARGIN + TOLERANCE:
+        return "ok"
+    return None
+
+
+def play_before(envs: tuple[str, ...], base: list[EpisodeRecord], cand: list[EpisodeRecord],
+                base_run: LoadedRun, cand_run: LoadedRun, seed: str) -> tuple[str, int]:
+    plan = SequentialPlan(alpha=ALPHA, margin=MARGIN, n_envs=len(envs))
+    decided, played, rest = [], 0, []
+    for env in envs:
+        n = BATTERY[env]
+        order = play_order(range(n), seed)
+        verdict = None
+        for look in plan.look_points(n):
+            verdict = _before_look(env, base, cand, order[:look], len(envs))
+            if verdict is not None:
+                decided.append(verdict)
+                played += look
+                break
+        if verdict is None:
+            rest.append(env)
+            played += n
+    if rest:
+        final = ALPHA * (1 - len(plan.looks) * BEFORE_SHARE)
+        decided.append(compare_runs(base_run, cand_run, alpha=final, margin=MARGIN, envs=rest).verdict)
+    return worst(decided), played
+
+
+def cell(job: tuple) -> list[dict]:
+    """One distribution and drop, ``sims`` batteries, every shape judged the three ways."""
+    dist_name, drop, sims, seed, shapes = job
+    rng = np.random.default_rng(seed)
+    ways = ("after", "before", "fixed")
+    counts = {label: {w: {"regressed": 0, "ok": 0, "played": 0} for w in ways} for label in shapes}
+    for sim in range(sims):
+        p = {env: rng.beta(*DISTRIBUTIONS[dist_name], size=n) for env, n in BATTERY.items()}
+        base = {env: _draw(rng, p[env]) for env in BATTERY}
+        cand = {env: _draw(rng, np.clip(p[env] - drop, 0, 1)) for env in BATTERY}
+        base_records, cand_records = _records("base", base), _records("cand", cand)
+        base_run, cand_run = _loaded("base", base_records), _loaded("cand", cand_records)
+        for label in shapes:
+            envs = SEQ_SHAPES[label]
+            planned = sum(BATTERY[e] for e in envs)
+            results = {
+                "after": play_after(envs, base_records, cand_records, base_run, cand_run, f"{seed}:{sim}"),
+                "before": play_before(envs, base_records, cand_records, base_run, cand_run, f"{seed}:{sim}"),
+                "fixed": (compare_runs(base_run, cand_run, alpha=ALPHA, margin=MARGIN, envs=envs).verdict, planned),
+            }
+            for way, (verdict, played) in results.items():
+                c = counts[label][way]
+                c["regressed"] += verdict == "regressed"
+                c["ok"] += verdict == "ok"
+                c["played"] += played / planned
+    return [{"p": dist_name, "drop": drop, "shape": label, "pairs": sims,
+             **{f"{way}_{k}": v / sims for way, c in counts[label].items() for k, v in c.items()}}
+            for label in shapes]
+
+
+def study(sims: int, seed: int, workers: int, shapes: tuple[str, ...]) -> list[dict]:
+    jobs = [(dist, drop, sims, seed * 100 + k, shapes)
+            for k, (dist, drop) in enumerate((d, x) for d in DISTRIBUTIONS for x in SEQ_DROPS)]
+    rows = [row for one in _pool_map(cell, jobs, workers) for row in one]
+    for r in rows:
+        print(f"{r['p']:<14} {r['shape']:<12} drop {r['drop']:.2f} | regressed: after {r['after_regressed']:6.1%}"
+              f" before {r['before_regressed']:6.1%} fixed {r['fixed_regressed']:6.1%} | ok: after {r['after_ok']:6.1%}"
+              f" before {r['before_ok']:6.1%} fixed {r['fixed_ok']:6.1%} | played: after {r['after_played']:6.1%}"
+              f" before {r['before_played']:6.1%}", flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sims", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=40)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--shapes", nargs="+", default=list(SEQ_SHAPES), choices=list(SEQ_SHAPES))
+    parser.add_argument("--out", default=str(RESULTS / "sequential_study.json"))
+    args = parser.parse_args()
+    started = time.monotonic()
+    rows = study(args.sims, args.seed, args.workers, tuple(args.shapes))
+    seconds = round(time.monotonic() - started)
+    command = (f"python benchmarks/gates/sequential_study.py --sims {args.sims} --seed {args.seed} "
+               f"--workers {args.workers}" + ("" if args.shapes == list(SEQ_SHAPES) else
+                                              " --shapes " + " ".join(f'"{s}"' for s in args.shapes)))
+    Path(args.out).write_text(json.dumps({"sims": args.sims, "seed": args.seed, "alpha": ALPHA, "margin": MARGIN,
+                                          "seconds": seconds, "library": library_state(), "command": command,
+                                          "rows": rows}, indent=1) + "\n", encoding="utf-8")
+    print(f"{seconds} s; wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
