@@ -50,7 +50,7 @@ def conclude(records: Sequence[EpisodeRecord], *, settings: Any, plans: Mapping[
     (not all of ``planned_keys`` but those the stops left unplayed are played)."""
     stopper = stops.stopper if stops is not None else None
     unplayed = stops.unplayed if stops is not None else {}
-    summaries, verdicts = judge(records, plans, settings)
+    summaries, verdicts = judge(records, plans, settings, _resume_command(run_dir))
     comparisons: list = []
     internal_error = None
     if settings.shard is not None:
@@ -112,3 +112,15 @@ def comparison_crashed(exc: Exception, envs: Sequence[str], plans: Mapping[str, 
     return error, [GateVerdict(env, baseline_gate_name(plans[env].baseline_metric if env in plans
                                                        else "success", settings.max_drop),
                                None, False, error, outcome="error") for env in envs]
+
+
+def _resume_command(run_dir: Any) -> str | None:
+    """The command that resumes the run in ``run_dir`` (its run.json, written at the start), or
+    None when it cannot be read: a gate the errors decide names it."""
+    from pytest_agentgym.results.resumption import resume_command
+    from pytest_agentgym.results.store import RunDir
+
+    try:
+        return resume_command(RunDir(run_dir).read_info(), run_dir)
+    except Exception:  # noqa: BLE001 - a reason without the command is still a reason
+        return None

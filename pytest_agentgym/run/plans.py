@@ -75,16 +75,18 @@ def plan_from_record(data: Mapping[str, Any]) -> EnvPlan:
                    baseline_metric=data.get("baseline_metric", "success"))
 
 
-def judge(records: Sequence[EpisodeRecord], plans: Mapping[str, EnvPlan], settings: Any
-          ) -> tuple[dict[str, EnvSummary], list[GateVerdict]]:
+def judge(records: Sequence[EpisodeRecord], plans: Mapping[str, EnvPlan], settings: Any,
+          resume: str | None = None) -> tuple[dict[str, EnvSummary], list[GateVerdict]]:
     """Summaries per environment and the verdicts of each environment's gates within
     its error budget."""
-    return judge_with_ranges(records, plans, reward_ranges(settings))
+    return judge_with_ranges(records, plans, reward_ranges(settings), resume)
 
 
 def judge_with_ranges(records: Sequence[EpisodeRecord], plans: Mapping[str, EnvPlan],
-                      ranges: Mapping[str, Any]) -> tuple[dict[str, EnvSummary], list[GateVerdict]]:
-    """:func:`judge` with each environment's reward range given (a merge has no settings)."""
+                      ranges: Mapping[str, Any], resume: str | None = None
+                      ) -> tuple[dict[str, EnvSummary], list[GateVerdict]]:
+    """:func:`judge` with each environment's reward range given (a merge has no settings).
+    ``resume``: the command that resumes the run, named by a gate its errors decide."""
     summaries = summarize(records, dict(ranges))
     mixed = mixed_models(records)
     verdicts: list[GateVerdict] = []
@@ -94,7 +96,7 @@ def judge_with_ranges(records: Sequence[EpisodeRecord], plans: Mapping[str, EnvP
             verdicts.extend(GateVerdict(env, str(gate), None, False, mixed[env], outcome="error")
                             for gate in plan.gates)
             continue
-        verdicts.extend(check_env(summary, plan.gates, plan.max_error_rate))
+        verdicts.extend(check_env(summary, plan.gates, plan.max_error_rate, resume=resume))
     return summaries, verdicts
 
 
