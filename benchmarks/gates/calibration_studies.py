@@ -263,7 +263,8 @@ def play_sequential(envs: tuple[str, ...], base: list[EpisodeRecord], cand: list
     """The run's verdict with early stopping, and the episodes it played. Per environment
     the tasks in play order; at each look the interim decision on the completed tasks;
     a decided environment stops and keeps its decision; the others are judged together
-    at the end by compare_runs at the plan's final alpha."""
+    at the end by compare_runs at the plan's largest final alpha (the plugin's exact final
+    alpha, its Stopper and the looks before issue 40: benchmarks/gates/sequential_study.py)."""
     plan = SequentialPlan(alpha=ALPHA, margin=MARGIN, n_envs=len(envs))
     decided, played = [], 0
     rest = []
@@ -271,8 +272,9 @@ def play_sequential(envs: tuple[str, ...], base: list[EpisodeRecord], cand: list
         n = BATTERY[env]
         order = play_order(range(n), f"{order_seed}:{env}")
         decision = None
-        for look in plan.look_points(n):
-            decision = decide_against_baseline(env, base, cand, order[:look], plan, metric="success",
+        points = plan.look_points(n)
+        for k, look in enumerate(points):
+            decision = decide_against_baseline(env, base, cand, order, points[:k + 1], plan, metric="success",
                                                max_error_rate=DEFAULT_MAX_ERROR_RATE)
             if decision is not None:
                 decided.append(decision[0])
