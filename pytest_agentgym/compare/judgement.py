@@ -160,9 +160,7 @@ def _estimate_any(pairs: EnvPairs, alpha: float) -> _Estimate:
                          f"episodes joined with Student t over tasks{of}", support)
     p_raw, how, support = stats.sign_flip_test(differences)
     span = _reward_span(pairs)
-    ci = stats.floored_t_interval(differences, alpha, span)
-    if ci is not None:
-        ci = (max(ci[0], -span), min(ci[1], span))
+    ci = stats.floored_t_interval(differences, alpha, span, limit=span)
     return _Estimate(base_value, cand_value, delta, ci, p_raw,
                      f"sign-flip test over tasks, {how}; {level} Student t interval over tasks, "
                      f"half-width at least {span:g} z^2/(n + z^2)", support)
@@ -217,7 +215,7 @@ def _judge(pairs: EnvPairs, estimate: _Estimate | None, p_value: float | None, r
         verdict = "inconclusive"
         needed = None if pairs.baseline_variance is None else stats.tasks_needed(
             pairs.baseline_variance, pairs.repeats, margin, alpha,
-            binary=pairs.metric == "success" or _zero_one(pairs))
+            binary=pairs.metric == "success" or _zero_one(pairs), differences=pairs.differences)
         if ci is None:
             why = (f"{len(pairs.units)} paired task(s) are too few for an interval (an exact test "
                    f"needs {stats.fewest_units_for_sign_flip(alpha)})")
@@ -235,7 +233,7 @@ def _judge(pairs: EnvPairs, estimate: _Estimate | None, p_value: float | None, r
                     f"(80% chance of ok for an unchanged candidate)")
             repeats_for_margin = stats.repeats_needed(
                 pairs.baseline_variance or 0.0, pairs.repeats, margin, alpha, len(pairs.units),
-                binary=pairs.metric == "success" or _zero_one(pairs))
+                binary=pairs.metric == "success" or _zero_one(pairs), differences=pairs.differences)
             if repeats_for_margin is not None:
                 more += f", or {repeats_for_margin} repeats of the {len(pairs.units)} tasks"
         detail = why + more
