@@ -133,3 +133,25 @@ def test_with_repeats_the_advice_keeps_the_baselines_variance_within_tasks():
     differences = [(-1) ** i / 3 for i in range(30)]
     assert stats.tasks_needed(0.2, 3, 0.05, 0.05, binary=True, differences=differences) == \
         stats.tasks_needed(0.2, 3, 0.05, 0.05, binary=True)
+
+
+def test_compare_with_rewards_outside_the_shipped_range_prints_no_inverted_interval(tmp_path):
+    """BabyAI's shipped range is [0, 1]; a baseline scoring about 4 (a changed reward
+    function) against a candidate near 0 printed `[-1.00, -3.87]`."""
+    from pytest_agentgym.results import fingerprint
+    from helpers.compare_fixtures import ENV_SETTINGS
+    from helpers.report_fixtures import make_episode, make_info, write_run
+
+    rng = random.Random(387)
+    paths = []
+    for run_id, scale in (("base", 4.0), ("cand", 0.1)):
+        fp = fingerprint.build(model="qwen3.5-9b", endpoint_kind="tensorzero", checkpoint=None,
+                               envs={"BabyAI": ENV_SETTINGS})
+        info = make_info(run_id=run_id, environments=("BabyAI",), checkpoint=None, fingerprint=fp, gates=())
+        records = [make_episode("BabyAI", task, run_id=run_id, outcome="failed", reward=scale * rng.uniform(0.9, 1.1))
+                   for task in range(30)]
+        paths.append(write_run(tmp_path, info, records).path)
+    babyai = compare_runs(*paths, metric="reward").environments["BabyAI"]
+    low, high = babyai.ci
+    assert low <= babyai.delta <= high and babyai.delta < -3.5
+    assert babyai.verdict == "regressed"
