@@ -13,6 +13,11 @@ and spread, and one in-process breakdown (reading both runs, comparing) per size
 
     python benchmarks/gates/compare_at_size.py                      # 10,000 and 100,000, 5 each
     python benchmarks/gates/compare_at_size.py --episodes 100000 --runs 3 --shape "Beta(0.3,0.3)"
+    python benchmarks/gates/compare_at_size.py --code before=/tmp/wt-start --code after=.  # interleaved
+
+``--code LABEL=DIR`` (repeatable) times the command of each checkout (PYTHONPATH=DIR), each on its
+own copy of the runs with the light index its own code makes, the checkouts taking turns
+within every repeat, so that a busy machine slows them alike.
 
 Target: 100,000 episodes in at most 5 s (issue 40; before it, 10,000 took 275 s and
 100,000 did not finish in 1,068 s: exact McNemar summed math.comb for every attainable
@@ -24,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -40,7 +46,7 @@ from benchmarks.gates.simulated_runs import BATTERY, DISTRIBUTIONS, LOGS, RESULT
 
 
 def write_pair(root: Path, episodes: int, shape: tuple[float, float], seed: int) -> tuple[Path, Path]:
-    """The baseline and the candidate, each with its light index."""
+    """The baseline and the candidate (without light indexes: each checkout timed makes its own)."""
 
     rng = np.random.default_rng(seed)
     envs, per_env = list(BATTERY), episodes // len(BATTERY)
@@ -50,21 +56,20 @@ def write_pair(root: Path, episodes: int, shape: tuple[float, float], seed: int)
         outcomes = {env: rng.random((per_env, 1)) < p[env][:, None] for env in envs}
         path = write_run(root, name, outcomes)
         runs.append(path)
-    leave_indexes(*runs)
     return runs[0], runs[1]
 
 
-def time_command(base: Path, cand: Path, *, index: bool) -> tuple[float, int, str]:
-    """One timing; before it (not timed) the light indexes are deleted, or made again
-    where a timing without them deleted them."""
+def time_command(base: Path, cand: Path, *, index: bool, code: Path = REPO) -> tuple[float, int, str]:
+    """One timing of the checkout ``code``; before it (not timed) the light indexes are
+    deleted, or made again (by that checkout) where a timing without them deleted them."""
     if index:
-        leave_indexes(base, cand)
+        leave_indexes(base, cand, code)
     else:
         for run in (base, cand):
             (run / "episodes.light.json").unlink(missing_ok=True)
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "pytest_agentgym", "compare", str(base), str(cand)],
-                          capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+                          capture_output=True, text=True, cwd=code, env={**os.environ, "PYTHONPATH": str(code)})
     seconds = time.perf_counter() - started
     return seconds, done.returncode, (done.stdout + done.stderr).strip()
 
@@ -97,7 +102,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5, help="timings of each cell (at least 3; default 5)")
     parser.add_argument("--seed", type=int, default=40)
     parser.add_argument("--out", default=str(RESULTS / "compare_at_size.json"))
+    parser.add_argument("--code", action="append", default=[], metavar="LABEL=DIR",
+                        help="a checkout to time (repeatable; default: this one), interleaved with the others")
     args = parser.parse_args(argv)
+    codes = {}
+    for given in args.code or [f"this={REPO}"]:
+        label, _, where = given.partition("=")
+        if not label or not (Path(where) / "pytest_agentgym").is_dir():
+            parser.error(f"--code {given}: give LABEL=DIR with DIR a checkout holding pytest_agentgym/")
+        codes[label] = Path(where).resolve()
     if args.runs < 3:
         parser.error(f"--runs {args.runs}: give at least 3 so that a median means something")
     if any(n < len(BATTERY) for n in args.episodes):
@@ -107,42 +120,50 @@ def main(argv: list[str] | None = None) -> int:
         for episodes in args.episodes:
             for shape in args.shape:
                 base, cand = write_pair(Path(tmp) / f"{episodes}-{shape}", episodes, DISTRIBUTIONS[shape], args.seed)
-                time_command(base, cand, index=True)  # warm the file cache and the bytecode; not counted
-                timings: dict[str, list[float]] = {"indexed": [], "no index": []}
+                pairs = {}
+                for label, code in codes.items():  # each checkout its own copy (and its own index)
+                    where = Path(tmp) / f"{episodes}-{shape}-{label}"
+                    pairs[label] = (shutil.copytree(base, where / "base"), shutil.copytree(cand, where / "cand"))
+                    time_command(*pairs[label], index=True, code=code)  # warm the caches; not counted
+                timings = {label: {"indexed": [], "no index": []} for label in codes}
                 exits = set()
                 for i in range(args.runs):
                     for kind in ("indexed", "no index"):
-                        seconds, code, output = time_command(base, cand, index=kind == "indexed")
-                        if code == 2:
-                            print(output, file=sys.stderr)
-                            raise SystemExit(f"compare exited 2 at {episodes} episodes, {shape}")
-                        timings[kind].append(seconds)
-                        exits.add(code)
-                        print(f"{episodes:>7} {shape:<13} {kind:<8} run {i + 1}: {seconds:6.2f} s  exit {code}",
-                              flush=True)
-                leave_indexes(base, cand)
-                parts = breakdown(base, cand)
-                cells.append({"episodes": episodes, "shape": shape, "exits": sorted(exits), **parts,
-                              **{kind: values for kind, values in timings.items()}})
+                        for label, code in codes.items():
+                            seconds, status, output = time_command(*pairs[label], index=kind == "indexed", code=code)
+                            if status == 2:
+                                print(output, file=sys.stderr)
+                                raise SystemExit(f"compare exited 2 at {episodes} episodes, {shape} ({label})")
+                            timings[label][kind].append(seconds)
+                            exits.add(status)
+                            print(f"{episodes:>7} {shape:<13} {label:<7} {kind:<8} run {i + 1}: {seconds:6.2f} s  "
+                                  f"exit {status}", flush=True)
+                for label, code in codes.items():
+                    leave_indexes(*pairs[label], code)
+                    parts = breakdown(*pairs[label]) if code == REPO else {}
+                    cells.append({"episodes": episodes, "shape": shape, "code": label, "exits": sorted(exits),
+                                  **parts, **timings[label]})
     print(f"\n`pytest-agentgym compare BASE CAND`, two binary runs, one repeat, candidate = baseline, "
           f"{args.runs} timings each (this machine, {os.cpu_count()} cores):")
     for cell in cells:
-        print(f"  {cell['episodes']:>7} episodes {cell['shape']:<13} indexed {show(cell['indexed'])}   "
-              f"no index {show(cell['no index'])}   in process: read both {cell['read_both_s']:.2f} s, "
-              f"compare_runs {cell['compare_runs_s']:.2f} s; discordant keys {cell['discordant']}; "
-              f"verdicts {cell['verdicts']}")
+        inside = (f"   in process: read both {cell['read_both_s']:.2f} s, compare_runs {cell['compare_runs_s']:.2f} s; "
+                  f"discordant keys {cell['discordant']}; verdicts {cell['verdicts']}" if "read_both_s" in cell else "")
+        print(f"  {cell['episodes']:>7} episodes {cell['shape']:<13} {cell['code']:<7} indexed {show(cell['indexed'])}   "
+              f"no index {show(cell['no index'])}{inside}")
     Path(args.out).write_text(json.dumps(cells, indent=1) + "\n", encoding="utf-8")
     print(f"results: {args.out}; logs go to {LOGS}/issue40-*.log")
     return 0
 
 
-def leave_indexes(base: Path, cand: Path) -> None:
-    """The light indexes, as the report leaves them, where they are missing."""
-    from pytest_agentgym.results.reading import read_episodes_file
-
-    for run in (base, cand):
-        if not (run / "episodes.light.json").exists():
-            read_episodes_file(run / "episodes.jsonl", keep_index=True)
+def leave_indexes(base: Path, cand: Path, code: Path = REPO) -> None:
+    """The light indexes, as the report of the checkout ``code`` leaves them, where they are
+    missing (made in a child process: each checkout writes its own index format)."""
+    missing = [str(run / "episodes.jsonl") for run in (base, cand) if not (run / "episodes.light.json").exists()]
+    if missing:
+        subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; "
+                        "from pytest_agentgym.results.reading import read_episodes_file; "
+                        "[read_episodes_file(Path(p), keep_index=True) for p in sys.argv[1:]]", *missing],
+                       check=True, cwd=code, env={**os.environ, "PYTHONPATH": str(code)})
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Mapping
 
 from pytest_agentgym.compare.error import CompareError
-from pytest_agentgym.results.current import Key, current_records
+from pytest_agentgym.results.current import Key, current_records, record_key
 from pytest_agentgym.results.reading import read_record_at, record_without_turns
 from pytest_agentgym.results.records import EpisodeRecord, RunInfo
 from pytest_agentgym.results.store import RunDir
@@ -56,7 +56,7 @@ class LoadedRun:
 
     @property
     def keys(self) -> set[tuple[str, int, int]]:
-        return {r.key for r in self.records}
+        return set(map(record_key, self.records))
 
     @property
     def version(self) -> str | None:
@@ -93,9 +93,12 @@ def load_run(run: str | Path | RunDir | LoadedRun, role: str) -> LoadedRun:
         raise CompareError(f"{role} {run_dir.episodes_file} holds no readable episode{detail}; "
                            f"compare runs that played episodes")
     current = tuple(current_records(records))
-    offset_of = {id(record): offset for record, offset in zip(records, found.offsets)}
-    return LoadedRun(given=given, path=path, info=info, records=current,
-                     offsets={record.key: offset_of[id(record)] for record in current})
+    if len(current) == len(records):  # every record counts (one per key): in the file's order
+        offsets = dict(zip(map(record_key, records), found.offsets))
+    else:
+        offset_of = {id(record): offset for record, offset in zip(records, found.offsets)}
+        offsets = {record.key: offset_of[id(record)] for record in current}
+    return LoadedRun(given=given, path=path, info=info, records=current, offsets=offsets)
 
 
 def _read_info(run_dir: RunDir, role: str) -> RunInfo:

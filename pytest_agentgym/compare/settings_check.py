@@ -32,11 +32,12 @@ def _no_envs(role: str, info_envs: Any, plays: Iterable[str] | None) -> str:
 
 
 def _task_set_lines(base_keys: set[Key], cand_keys: set[Key]) -> list[str]:
+    if base_keys == cand_keys:  # the usual comparison: one set comparison, nothing to say
+        return []
     lines = []
-    base_envs, cand_envs = {k[0] for k in base_keys}, {k[0] for k in cand_keys}
-    for env in sorted(base_envs | cand_envs):
-        base = {(t, r) for e, t, r in base_keys if e == env}
-        cand = {(t, r) for e, t, r in cand_keys if e == env}
+    base_of, cand_of = _by_env(base_keys), _by_env(cand_keys)
+    for env in sorted(base_of.keys() | cand_of.keys()):
+        base, cand = base_of.get(env, set()), cand_of.get(env, set())
         if not cand:
             lines.append(f"{env}: only in the baseline ({len(base)} episode(s)), not in the candidate")
         elif not base:
@@ -46,6 +47,14 @@ def _task_set_lines(base_keys: set[Key], cand_keys: set[Key]) -> list[str]:
                      for role, keys in (("baseline", base - cand), ("candidate", cand - base)) if keys]
             lines.append(f"{env} tasks: " + "; ".join(sides))
     return lines
+
+
+def _by_env(keys: set[Key]) -> dict[str, set[tuple[int, int]]]:
+    """(task, repeat) of the keys, by environment, in one pass."""
+    found: dict[str, set[tuple[int, int]]] = {}
+    for env, task, repeat in keys:
+        found.setdefault(env, set()).add((task, repeat))
+    return found
 
 
 def settings_differences(base_info: RunInfo, base_keys: set[Key], cand_fingerprint: Mapping[str, Any],

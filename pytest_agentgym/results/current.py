@@ -7,6 +7,7 @@ also says what reading left out (:class:`Duplicate` records, skipped lines).
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -55,6 +56,10 @@ class Records(list):  # type: ignore[type-arg]  (a list of EpisodeRecord)
         self.skipped: tuple[Any, ...] = tuple(skipped)
 
 
+#: (env, task index, repeat) of a record: EpisodeRecord.key without the property's call.
+record_key = operator.attrgetter("env", "task_index", "repeat")
+
+
 def current_records(records: Iterable[EpisodeRecord]) -> Records:
     """What a run counts: for each (env, task, repeat), the first written record of its
     newest generation, in the order they were written.
@@ -70,7 +75,9 @@ def current_records(records: Iterable[EpisodeRecord]) -> Records:
     file with their line numbers first, and those are passed on too.
     """
     given = records if isinstance(records, list) else list(records)
-    keys = [(record.env, record.task_index, record.repeat) for record in given]  # (record.key, made once)
+    keys = list(map(record_key, given))  # (record.key, made once)
+    if len(set(keys)) == len(keys):  # one record per key (the usual run): every record counts
+        return Records(given, duplicates=getattr(given, "duplicates", ()), skipped=getattr(given, "skipped", ()))
     newest: dict[Key, int] = {}
     for key, record in zip(keys, given):
         generation = newest.get(key)

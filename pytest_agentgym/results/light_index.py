@@ -35,10 +35,14 @@ import orjson
 
 from pytest_agentgym.results.current import Duplicate
 from pytest_agentgym.results.jsonl import SkippedLine
-from pytest_agentgym.results.records import EpisodeRecord
+from pytest_agentgym.results.records import EpisodeRecord, record_from_values
 
-#: The index's own layout; a reader of another one reads the file instead.
-FORMAT = 2
+#: The index's own layout; a reader of another one reads the file instead. 3: each record
+#: is a row of its field values in :data:`~pytest_agentgym.results.records.EpisodeRecord`'s
+#: field order (``fields`` names them), a missing field as its default (2: a dict per record;
+#: the keys were most of the file and of its parsing, and a row builds its record slot by
+#: slot, :func:`~pytest_agentgym.results.records.record_from_values`).
+FORMAT = 3
 #: How much of each end of the file the stamp hashes.
 EDGE = 64 * 1024
 
@@ -126,7 +130,10 @@ def save(path: Path, made_from: list[Any] | None, found: Any, light: list[dict[s
     the index cannot be written (a read-only run directory, a full disk): it is a cache."""
     if made_from is None or stamp(path) != made_from:
         return
-    index = {"format": FORMAT, "rules": rules(), "stamp": made_from, "records": light, "lines": found.lines,
+    names, defaults = _record_fields(), _defaults()
+    rows = [[fields.get(name, default) for name, default in zip(names, defaults)] for fields in light]
+    index = {"format": FORMAT, "rules": rules(), "stamp": made_from, "fields": names, "records": rows,
+             "lines": found.lines,
              "offsets": found.offsets,
              "skipped": [[s.line, s.reason, s.torn] for s in found.skipped],
              "duplicates": [[list(d.key), d.generation, d.line, d.kept_line, d.identical] for d in found.duplicates]}
@@ -143,24 +150,40 @@ def save(path: Path, made_from: list[Any] | None, found: Any, light: list[dict[s
 def light_fields(data: dict[str, Any]) -> dict[str, Any]:
     """What the index keeps of a record's line JSON: its record fields but the turns, and
     ``retried`` only when it holds something (an empty one is the record's default)."""
-    names = _record_fields()
+    names = frozenset(_record_fields())
     return {key: value for key, value in data.items()
             if key in names and key != "turns" and (key != "retried" or value)}
 
 
 @functools.lru_cache(maxsize=1)
-def _record_fields() -> frozenset[str]:
-    return frozenset(field.name for field in dataclasses.fields(EpisodeRecord))
+def _record_fields() -> list[str]:
+    return [field.name for field in dataclasses.fields(EpisodeRecord)]
 
 
-def _record(fields: dict[str, Any]) -> EpisodeRecord:
-    """The record without turns of an index entry (:func:`light_fields`), as
-    ``EpisodeRecord._build`` makes it; built directly when no field needs converting
-    (no error, nothing retried, no opening or tokens: the usual record), a third faster."""
-    if ("retried" in fields or fields.get("error") is not None or fields.get("opening") is not None
-            or fields.get("tokens") is not None):
-        return EpisodeRecord._build({**fields, "turns": ()})
-    return EpisodeRecord(**fields)
+@functools.lru_cache(maxsize=1)
+def _defaults() -> list[Any]:
+    """Each field's default as the index writes it (a tuple as a list; None for the fields
+    every record has)."""
+    return [None if field.default is dataclasses.MISSING else
+            list(field.default) if isinstance(field.default, tuple) else field.default
+            for field in dataclasses.fields(EpisodeRecord)]
+
+
+def _records(rows: list[list[Any]]) -> list[EpisodeRecord]:
+    """The records without turns of the index's rows, as ``EpisodeRecord._build`` makes them;
+    set slot by slot when no field needs converting (no error, nothing retried, no opening
+    or tokens: the usual record), a third of the time."""
+    names = _record_fields()
+    turns, retried, error, opening, tokens = (names.index(name) for name in
+                                              ("turns", "retried", "error", "opening", "tokens"))
+    records = []
+    for row in rows:
+        if row[retried] or row[error] is not None or row[opening] is not None or row[tokens] is not None:
+            records.append(EpisodeRecord._build({**dict(zip(names, row)), "turns": ()}))
+            continue
+        row[turns] = row[retried] = ()
+        records.append(record_from_values(row))
+    return records
 
 
 def load(path: Path) -> Indexed | None:
@@ -172,10 +195,11 @@ def load(path: Path) -> Indexed | None:
     except (OSError, ValueError):
         return None
     try:
-        if data["format"] != FORMAT or data["rules"] != rules() or data["stamp"] != stamp(path):
+        if (data["format"] != FORMAT or data["rules"] != rules() or data["stamp"] != stamp(path)
+                or data["fields"] != _record_fields()):
             return None
         name = str(path)
-        found = Indexed([_record(fields) for fields in data["records"]], data["lines"],
+        found = Indexed(_records(data["records"]), data["lines"],
                         data["offsets"],
                         [SkippedLine(name, line, reason, torn) for line, reason, torn in data["skipped"]],
                         [Duplicate(tuple(key), generation, line, kept, name, identical)
