@@ -32,12 +32,15 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 from pytest_agentgym.compare.boundaries import Design, design, escaped, spend
 from pytest_agentgym.compare.pairing import EnvPairs, pair_env
 from pytest_agentgym.results.gates import TOLERANCE, Gate
 from pytest_agentgym.results.records import EpisodeRecord
+
+Key = tuple[str, int, int]
+T = TypeVar("T")
 
 #: The interim looks, as fractions of an environment's planned tasks.
 LOOKS = (0.25, 0.5, 0.75)
@@ -91,6 +94,27 @@ def play_order(tasks: Iterable[int], seed: int | str) -> list[int]:
     a prefix estimates the change over all of them. The same seed gives the same order."""
     ordered = sorted(set(tasks))
     random.Random(f"agentgym-stop-when-decided:{seed}").shuffle(ordered)
+    return ordered
+
+
+def seeded_order(items: Sequence[T], key_of: Callable[[T], Key | None], seed: int | str) -> list[T]:
+    """``items`` with each environment's items in :func:`play_order` of its tasks (all
+    repeats of a task together, in repeat order). Each environment keeps the positions
+    its items had, so the other environments' items (and anything that is not an
+    episode: ``key_of`` gives None) stay where they were."""
+    slots: dict[str, list[int]] = {}
+    by_env: dict[str, list[T]] = {}
+    for position, item in enumerate(items):
+        key = key_of(item)
+        if key is not None:
+            slots.setdefault(key[0], []).append(position)
+            by_env.setdefault(key[0], []).append(item)
+    ordered = list(items)
+    for env, env_items in by_env.items():
+        rank = {task: n for n, task in enumerate(play_order((key_of(i)[1] for i in env_items), seed))}
+        env_items = sorted(env_items, key=lambda i: (rank[key_of(i)[1]], key_of(i)[2]))
+        for position, item in zip(slots[env], env_items):
+            ordered[position] = item
     return ordered
 
 

@@ -3,7 +3,7 @@
 The statistics are compare/sequential.py's; this module holds the bookkeeping of
 one run around them, without pytest:
 
-* :func:`seeded_order` puts each environment's items in :func:`play_order`, so that
+* :func:`seeded_order` (compare/sequential.py) puts each environment's items in :func:`play_order`, so that
   the tasks played at any point are a random sample of the planned ones;
 * a :class:`Stopper` collects the records of each environment as they are written
   (any thread), and at each *look* (:meth:`Stopper.look`) decides its verdicts on
@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from pytest_agentgym.compare.sequential import (Decision, SequentialPlan, completed_tasks,
-                                                decide_against_baseline, gate_decided, play_order)
+from pytest_agentgym.compare.sequential import (Decision, SequentialPlan, decide_against_baseline,  # noqa: F401
+                                                gate_decided, play_order, seeded_order)  # seeded_order: for the plugin
 from pytest_agentgym.results.aggregate import is_scored, summarize_env
 from pytest_agentgym.results.gates import NOT_JUDGED, Gate, GateVerdict, error_budget_exceeded
 from pytest_agentgym.results.ledger import LedgerError
@@ -36,33 +36,11 @@ from pytest_agentgym.results.records import EpisodeRecord
 from pytest_agentgym.run.plans import baseline_gate_name, reward_ranges
 
 Key = tuple[str, int, int]
-T = TypeVar("T")
 
 #: The prefix of a skipped item's reason and of a still-open verdict's detail.
 STOPPED = "stopped early"
 #: The significance level of the whole run's baseline comparison (that of compare_runs).
 ALPHA = 0.05
-
-
-def seeded_order(items: Sequence[T], key_of: Callable[[T], Key | None], seed: int | str) -> list[T]:
-    """``items`` with each environment's items in :func:`play_order` of its tasks (all
-    repeats of a task together, in repeat order). Each environment keeps the positions
-    its items had, so the other environments' items (and anything that is not an
-    episode: ``key_of`` gives None) stay where they were."""
-    slots: dict[str, list[int]] = {}
-    by_env: dict[str, list[T]] = {}
-    for position, item in enumerate(items):
-        key = key_of(item)
-        if key is not None:
-            slots.setdefault(key[0], []).append(position)
-            by_env.setdefault(key[0], []).append(item)
-    ordered = list(items)
-    for env, env_items in by_env.items():
-        rank = {task: n for n, task in enumerate(play_order((key_of(i)[1] for i in env_items), seed))}
-        env_items = sorted(env_items, key=lambda i: (rank[key_of(i)[1]], key_of(i)[2]))
-        for position, item in zip(slots[env], env_items):
-            ordered[position] = item
-    return ordered
 
 
 @dataclass
@@ -80,6 +58,10 @@ class EnvWatch:
     order: list[int] = field(default_factory=list)
     records: dict[tuple[int, int], EpisodeRecord] = field(default_factory=dict)
     used_points: set[int] = field(default_factory=set)
+    #: how many tasks at the head of ``order`` are completed (Stopper._frontier)
+    frontier: int = 0
+    #: task -> its repeats recorded
+    repeats_done: dict[int, int] = field(default_factory=dict)
 
     @property
     def planned_episodes(self) -> int:
@@ -202,6 +184,8 @@ class Stopper:
         watch = self.watches.get(record.env)
         if watch is not None and record.task_index in watch.planned:
             with self._lock:
+                if (record.task_index, record.repeat) not in watch.records:
+                    watch.repeats_done[record.task_index] = watch.repeats_done.get(record.task_index, 0) + 1
                 watch.records[(record.task_index, record.repeat)] = record
             if self.after_record is not None:
                 self.after_record(record.env)
@@ -231,15 +215,17 @@ class Stopper:
         with self._looking:
             if env in self.stops:
                 return None
-            with self._lock:
-                records = list(watch.records.values())
-            done = set(completed_tasks(records, watch.planned))
             plan = self.plan(env)
             points = plan.look_points(len(watch.planned))
+            waiting = [p for p in points if p not in watch.used_points]
+            if not waiting or self._frontier(watch) < waiting[0]:
+                return None  # the next look's tasks are not all done: no need to read the records
+            with self._lock:
+                records = list(watch.records.values())
             for k, point in enumerate(points):
                 if point in watch.used_points:
                     continue
-                if not done.issuperset(watch.order[:point]):
+                if self._frontier(watch) < point:
                     return None
                 watch.used_points.add(point)
                 stop = self._decide(watch, plan, records, points[:k + 1])
@@ -247,6 +233,17 @@ class Stopper:
                     self.stops[env] = stop
                     return stop
             return None
+
+    def _frontier(self, watch: EnvWatch) -> int:
+        """How many tasks at the head of the play order are completed (every repeat recorded);
+        it only grows, so each record costs a look O(1) on average."""
+        with self._lock:
+            while watch.frontier < len(watch.order):
+                task = watch.order[watch.frontier]
+                if watch.repeats_done.get(task, 0) < watch.planned[task]:
+                    break
+                watch.frontier += 1
+        return watch.frontier
 
     def _decide(self, watch: EnvWatch, plan: SequentialPlan, records: list[EpisodeRecord],
                 points: Sequence[int]) -> Stop | None:
