@@ -24,6 +24,7 @@ from collections import Counter
 
 import functools
 import math
+import operator
 from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping, Sequence
@@ -218,14 +219,18 @@ def summarize(records: Iterable[EpisodeRecord],
             for env, recs in by_env.items()}
 
 
+_env_model = operator.attrgetter("env", "model")
+
+
 def mixed_models(records: Iterable[EpisodeRecord]) -> dict[str, str]:
     """Why each environment whose episodes were played by more than one model (a
     ``model.outage`` failover, docs/outages.md) cannot be judged, e.g. ``not judged:
     episodes of two models: reference (5), random (3); ...``: one rule for the run's
     gates (run/plans.py) and ``compare`` (compare/judgement.py)."""
+    pairs = Counter(map(_env_model, records))  # one count per (env, model): a C loop, not a dict per record
     by_env: dict[str, Counter[str]] = {}
-    for record in records:
-        by_env.setdefault(record.env, Counter())[record.model] += 1
+    for (env, model), n in pairs.items():
+        by_env.setdefault(env, Counter())[model] += n
     words = {2: "two", 3: "three"}
     return {env: (f"not judged: episodes of {words.get(len(models), len(models))} models: "
                   + ", ".join(f"{name} ({n})" for name, n in sorted(models.items()))
