@@ -20,6 +20,7 @@ want <= 5%) and ok by each, and the share of the planned episodes each played.
 
     python benchmarks/gates/sequential_study.py --sims 1000 --workers 2   # results/sequential_study.json
     python benchmarks/gates/sequential_study.py --sims 50 --shapes "BabyAI (90)"   # a quick look
+    python benchmarks/gates/sequential_study.py --table   # the JSON as docs/compare.md's table
 """
 
 from __future__ import annotations
@@ -182,6 +183,26 @@ def study(sims: int, seed: int, workers: int, shapes: tuple[str, ...]) -> list[d
     return rows
 
 
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def table(path: Path) -> str:
+    """The study's JSON as markdown: per shape, distribution and drop, regressed and ok by
+    each way and the episodes played (docs/compare.md, "Stopping when decided")."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    lines = ["| shape | p | drop | regressed: after / before / fixed | ok: after / before / fixed "
+             "| episodes played: after / before |", "|---|---|---|---|---|---|"]
+    for r in data["rows"]:
+        lines.append(f"| {r['shape']} | {r['p']} | {r['drop']:g} | {_pct(r['after_regressed'])} / "
+                     f"{_pct(r['before_regressed'])} / {_pct(r['fixed_regressed'])} | {_pct(r['after_ok'])} / "
+                     f"{_pct(r['before_ok'])} / {_pct(r['fixed_ok'])} | {_pct(r['after_played'])} / "
+                     f"{_pct(r['before_played'])} |")
+    return "\n".join(lines + ["", f"{data['sims']} batteries a cell, seed {data['seed']}, alpha {data['alpha']}, "
+                                   f"margin {data['margin']}; `{data['command']}` ({data['seconds']} s; library "
+                                   f"{data['library']})"]) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sims", type=int, default=200)
@@ -189,7 +210,11 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--shapes", nargs="+", default=list(SEQ_SHAPES), choices=list(SEQ_SHAPES))
     parser.add_argument("--out", default=str(RESULTS / "sequential_study.json"))
+    parser.add_argument("--table", action="store_true", help="instead: print --out's figures as a markdown table")
     args = parser.parse_args()
+    if args.table:
+        print(table(Path(args.out)), end="")
+        return
     started = time.monotonic()
     rows = study(args.sims, args.seed, args.workers, tuple(args.shapes))
     seconds = round(time.monotonic() - started)
