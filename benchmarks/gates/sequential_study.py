@@ -215,14 +215,14 @@ def main() -> None:
     if args.table:
         print(table(Path(args.out)), end="")
         return
-    started = time.monotonic()
+    started, library = time.monotonic(), library_state()  # what the workers import now, not at the end
     rows = study(args.sims, args.seed, args.workers, tuple(args.shapes))
     seconds = round(time.monotonic() - started)
     command = (f"python benchmarks/gates/sequential_study.py --sims {args.sims} --seed {args.seed} "
                f"--workers {args.workers}" + ("" if args.shapes == list(SEQ_SHAPES) else
                                               " --shapes " + " ".join(f'"{s}"' for s in args.shapes)))
     Path(args.out).write_text(json.dumps({"sims": args.sims, "seed": args.seed, "alpha": ALPHA, "margin": MARGIN,
-                                          "seconds": seconds, "library": library_state(), "command": command,
+                                          "seconds": seconds, "library": library, "command": command,
                                           "rows": rows}, indent=1) + "\n", encoding="utf-8")
     print(f"{seconds} s; wrote {args.out}")
 
