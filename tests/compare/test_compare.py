@@ -245,13 +245,13 @@ def test_five_tasks_are_inconclusive_and_say_how_many_would_do(tmp_path):
     comparison = compare_runs(base, cand)
     maze = comparison.environments["Maze"]
     assert maze.verdict == comparison.verdict == "inconclusive"
-    # Baseline Bernoulli variance 0.6 * 0.4 = 0.24; 80% power at alpha 0.05:
-    # computed for 90% power: n = 2 * (1.95996 + 1.28155)^2 * 0.24 / 0.05^2 = 2017.4; on these 5
-    # tasks the interval is a t interval on 4 degrees of freedom:
-    # 2 * (2.7764 + 1.5332)^2 * 0.24 / 0.05^2 / 5 = 713.3 repeats
-    assert maze.needed_for_margin == 2018 and maze.repeats_for_margin == 714
+    # One repeat: the advice takes the variance the paired differences show (identical runs:
+    # 0), so it is the score interval's floor for success, z^2 (1 - margin) / margin =
+    # 1.95996^2 * 0.95 / 0.05 = 72.99 -> 73 tasks, or ceil(73 / 5) = 15 repeats of the 5 tasks
+    # (the baseline's pooled 0.6 * 0.4 gave 2018 tasks / 714 repeats before issue 40).
+    assert maze.needed_for_margin == 73 and maze.repeats_for_margin == 15
     assert comparison.lines()[0].endswith(
-        "-> INCONCLUSIVE (margin 0.05) (needs about 2018 tasks, or 714 repeats of the 5 tasks)")
+        "-> INCONCLUSIVE (margin 0.05) (needs about 73 tasks, or 15 repeats of the 5 tasks)")
     assert comparison.exit_code() == 0 and comparison.exit_code(strict=True) == 1
 
 
