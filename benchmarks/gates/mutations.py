@@ -267,4 +267,12 @@ ISSUE39 = (
              "retention=RetentionPolicy.WORK_QUEUE, storage=StorageType.FILE,",
              "retention=RetentionPolicy.LIMITS, storage=StorageType.FILE,",
              (_MUTANTS_QUEUE,)),
+    Mutation("a group-sequential boundary spends twice its alpha", "compare/boundaries.py",
+             "        fits = np.nonzero(cumulative <= allowed)[0]",
+             "        fits = np.nonzero(cumulative <= 2 * allowed)[0]",
+             ("tests/compare/test_sequential_boundaries.py",)),
+    Mutation("a threshold gate's errors never decide it", "results/gates.py",
+             "            decided = errors_decide(gate, summary, max_error_rate, resume) if verdict.passed else None",
+             "            decided = None",
+             ("tests/results/test_gate_errors_decide.py",)),
 )
