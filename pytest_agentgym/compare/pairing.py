@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Iterable, Sequence
 
 from pytest_agentgym.results.records import EpisodeRecord
@@ -72,13 +73,21 @@ class EnvPairs:
     #: the baseline's variance of one episode within a task, averaged (see baseline_variance)
     baseline_variance: float | None
 
+    @cached_property
+    def _matched(self) -> tuple[Flip, ...]:
+        return tuple(f for f in self.flips if f.matched)
+
+    @cached_property
+    def _errored(self) -> tuple[Flip, ...]:
+        return tuple(f for f in self.flips if f.errored)
+
     @property
     def matched(self) -> list[Flip]:
-        return [f for f in self.flips if f.matched]
+        return list(self._matched)  # computed once (pair_env leaves it ready), a new list each time
 
     @property
     def errored(self) -> list[Flip]:
-        return [f for f in self.flips if f.errored]
+        return list(self._errored)
 
     @property
     def paired_keys(self) -> int:
@@ -138,6 +147,11 @@ def baseline_variance(records: Sequence[EpisodeRecord], metric: str) -> float | 
         flip_state = state(record)
         if flip_state in ("pass", "fail"):
             by_task[record.task_index].append(_value(flip_state, record.reward, metric))
+    return _averaged_variance(by_task, metric)
+
+
+def _averaged_variance(by_task: dict[int, list[float]], metric: str) -> float | None:
+    """baseline_variance of the scored values grouped by task."""
     values = [v for vs in by_task.values() for v in vs]
     if not values:
         return None
@@ -171,25 +185,57 @@ def pair_env(env: str, base: Iterable[EpisodeRecord], cand: Iterable[EpisodeReco
         errors_as = against_candidate
     base_by_key = {(r.task_index, r.repeat): r for r in base if r.env == env}
     cand_by_key = {(r.task_index, r.repeat): r for r in cand if r.env == env}
-    flips = []
-    units: dict[int, tuple[list[float], list[float]]] = {}
-    for key in sorted(set(base_by_key) | set(cand_by_key)):
+    success = metric == "success"
+    flips, matched, errored = [], [], []
+    units: dict[int, tuple[tuple[float, ...], tuple[float, ...]]] = {}
+    scored: dict[int, list[float]] = {}  # task -> the baseline's scored values (baseline_variance)
+    # One pass over the keys in order: a task's keys are adjacent, so its unit is complete
+    # (and made tuples) when the next task begins.
+    task, unit_b, unit_c = None, [], []
+    for key in sorted(base_by_key.keys() | cand_by_key.keys()):
         b, c = base_by_key.get(key), cand_by_key.get(key)
-        flip = Flip(task_index=key[0], repeat=key[1], base=state(b), cand=state(c),
-                    base_reward=b.reward if b else None, cand_reward=c.reward if c else None)
+        b_state, c_state = state(b), state(c)
+        b_reward, c_reward = (b.reward if b else None), (c.reward if c else None)
+        flip = _new_flip(key[0], key[1], b_state, c_state, b_reward, c_reward)
         flips.append(flip)
-        if flip.matched:
-            unit = units.setdefault(key[0], ([], []))
-            unit[0].append(_value(flip.base, flip.base_reward, metric))
-            unit[1].append(_value(flip.cand, flip.cand_reward, metric))
-        elif errors_as is not None and one_sided_error(flip):
-            cand_error, base_error = errors_as
-            unit = units.setdefault(key[0], ([], []))
-            unit[0].append(base_error if flip.base == "error" else _value(flip.base, flip.base_reward, metric))
-            unit[1].append(cand_error if flip.cand == "error" else _value(flip.cand, flip.cand_reward, metric))
-    return EnvPairs(env=env, metric=metric, flips=tuple(flips),
-                    units={t: (tuple(b), tuple(c)) for t, (b, c) in units.items()},
-                    baseline_variance=baseline_variance(list(base_by_key.values()), metric))
+        b_scored, c_scored = b_state in _SCORED, c_state in _SCORED
+        if b_scored:
+            scored.setdefault(key[0], []).append(
+                (1.0 if b_state == "pass" else 0.0) if success else float(b_reward))  # type: ignore[arg-type]
+        if b_scored and c_scored:
+            matched.append(flip)
+        elif "error" in (b_state, c_state) and "missing" not in (b_state, c_state):
+            errored.append(flip)
+            if errors_as is None or not (b_scored or c_scored):
+                continue
+        else:
+            continue
+        if key[0] != task:
+            if unit_b:
+                units[task] = (tuple(unit_b), tuple(unit_c))  # type: ignore[index]
+            task, unit_b, unit_c = key[0], [], []
+        unit_b.append(errors_as[1] if b_state == "error" else _value(b_state, b_reward, metric))  # type: ignore[index]
+        unit_c.append(errors_as[0] if c_state == "error" else _value(c_state, c_reward, metric))  # type: ignore[index]
+    if unit_b:
+        units[task] = (tuple(unit_b), tuple(unit_c))  # type: ignore[index]
+    pairs = EnvPairs(env=env, metric=metric, flips=tuple(flips), units=units,
+                     baseline_variance=_averaged_variance(scored, metric))
+    vars(pairs).update(_matched=tuple(matched), _errored=tuple(errored))  # the cached properties, ready
+    return pairs
+
+
+_SCORED = ("pass", "fail")
+_new = object.__new__
+
+
+def _new_flip(task_index: int, repeat: int, base: str, cand: str, base_reward: float | None,
+              cand_reward: float | None) -> Flip:
+    """``Flip(...)`` without the frozen dataclass's ``__init__`` (one per key: the most
+    frequent object of a large comparison); equal to it in every way."""
+    flip = _new(Flip)
+    vars(flip).update(task_index=task_index, repeat=repeat, base=base, cand=cand,
+                      base_reward=base_reward, cand_reward=cand_reward)
+    return flip
 
 
 def one_sided_error(flip: Flip) -> bool:
