@@ -202,9 +202,9 @@ def pair_env(env: str, base: Iterable[EpisodeRecord], cand: Iterable[EpisodeReco
         if b_scored:
             scored.setdefault(key[0], []).append(
                 (1.0 if b_state == "pass" else 0.0) if success else float(b_reward))  # type: ignore[arg-type]
-        if b_scored and c_scored:
+        if flip.matched:  # Flip's own rules, so the pairing and the report's flips agree
             matched.append(flip)
-        elif "error" in (b_state, c_state) and "missing" not in (b_state, c_state):
+        elif flip.errored:
             errored.append(flip)
             if errors_as is None or not (b_scored or c_scored):
                 continue
