@@ -207,7 +207,9 @@ def test_an_exception_in_the_rubric_is_an_env_error_and_a_refusing_model_a_model
     node = make_project(pytester)
     suite(pytester, "arith", "environment: verifiers:vf_arith\nargs: {count: 2, broken_rubric: true}\n")
     result = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-run-id=env")
-    result.assert_outcomes(passed=1, errors=2)  # the sum is scored; the product's rubric raised; the gate
+    # the sum is scored; the product's rubric raised (1 error of 2 episodes is within the binomial
+    # error budget since issue 40, so no budget item: docs/suites.md)
+    result.assert_outcomes(passed=1, errors=1)
     records = {r["task_index"]: r for r in episodes(pytester, "env")}
     assert records[0]["reward"] == 1.0 and records[0]["error"] is None
     error = records[1]["error"]
@@ -228,7 +230,7 @@ def test_the_episode_budget_bounds_a_rollout_whose_model_does_not_answer_in_time
     node = make_project(pytester, latency_ms=3000)  # the agent answers after 3 s; the budget is 0.5 s
     suite(pytester, "arith", "environment: verifiers:vf_arith\nargs: {count: 1}\nepisode_timeout: 0.5\n")
     result = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-run-id=slow")
-    result.assert_outcomes(errors=2)  # the episode, and the error budget's gate
+    result.assert_outcomes(errors=1)  # the episode (1 of 1 errored is within the binomial error budget)
     (record,) = episodes(pytester, "slow")
     assert (record["error"]["where"], record["error"]["type"]) == ("model", "EndpointTimeout")
     assert "no reply within the episode budget of 0.5 s" in record["error"]["message"]
