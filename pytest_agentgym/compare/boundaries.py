@@ -36,6 +36,9 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from pytest_agentgym.compare.exact import half_binomial_pmfs
+from pytest_agentgym.compare.statistics import on_lattice
+
 #: Sign vectors drawn when the walk's law cannot be computed on a lattice.
 DRAWS = 20_000
 #: Their seed: the same differences always give the same boundaries.
@@ -81,11 +84,8 @@ class Design:
 def lattice_of(differences: Sequence[float], scales: Sequence[int]) -> tuple[list[int], int] | None:
     """``differences`` as integers on the lattice ``1/L`` (``L`` the least common multiple of
     ``scales``: the repeat counts behind success fractions), and ``L``; None when one is off it."""
-    step = math.lcm(*scales) if scales else 1
-    ints = [round(d * step) for d in differences]
-    if all(abs(i - d * step) < 1e-6 for i, d in zip(ints, differences)):
-        return ints, step
-    return None
+    ints = on_lattice(differences, scales)
+    return None if ints is None else (ints, math.lcm(*scales) if scales else 1)
 
 
 def design(steps: Sequence[Sequence[float]], fractions: Sequence[float], level: float,
@@ -111,13 +111,10 @@ def design(steps: Sequence[Sequence[float]], fractions: Sequence[float], level: 
 
 
 def _binomial_kernel(count: int):  # type: ignore[no-untyped-def]
-    """P(j heads of ``count`` fair coins), j = 0..count, in floats from log-gamma."""
+    """P(j heads of ``count`` fair coins), j = 0..count (compare/exact.py's Binomial(n, 1/2))."""
     import numpy as np
 
-    j = np.arange(count + 1)
-    logs = (math.lgamma(count + 1) - np.array([math.lgamma(x + 1) + math.lgamma(count - x + 1) for x in j])
-            - count * math.log(2))
-    return np.exp(logs)
+    return np.array(half_binomial_pmfs(count))
 
 
 def _exact(steps: Sequence[Sequence[int]], targets: Sequence[float], scale: int) -> Design:

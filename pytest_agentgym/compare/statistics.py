@@ -60,7 +60,7 @@ def binomial_upper_tail(k: int, n: int) -> float:
     return half_binomial_upper_tail(k, n)
 
 
-def _lattice(values: Sequence[float], scales: Sequence[int]) -> list[int] | None:
+def on_lattice(values: Sequence[float], scales: Sequence[int]) -> list[int] | None:
     """``values`` as integers on the smallest lattice ``1/L`` (``L`` the least common
     multiple of ``scales``) when they all lie on it, else None."""
     step = math.lcm(*scales) if scales else 1
@@ -96,7 +96,7 @@ def sign_flip_test(differences: Sequence[float], lattice: Sequence[int] = ()
     nonzero = [d for d in differences if abs(d) > EPS]
     if not nonzero:
         return 1.0, "exact (no task changed)", (1.0,)
-    ints = _lattice(nonzero, lattice) if lattice else None
+    ints = on_lattice(nonzero, lattice) if lattice else None
     if ints is not None and sum(abs(i) for i in ints) * 2 + 1 <= LATTICE_CELLS:
         p, support = lattice_sign_flip(ints)
         return p, "exact", support
