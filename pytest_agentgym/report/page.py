@@ -2,7 +2,8 @@
 ``report/templates``, autoescaped, with the ``num``, ``pct``, ``duration``,
 ``describe`` and ``redact`` filters), the shipped CSS and JS inlined
 (:func:`assets`), JSON that is safe inside a ``<script>`` block
-(:func:`script_json`), and writing a page to disk (:func:`write_page`).
+(:func:`script_json`), the pages' icon (:data:`FAVICON_HREF`, a data: URI, so a page asks no
+server for one) and writing a page to disk (:func:`write_page`).
 
 Used by the run report (:mod:`~pytest_agentgym.report.render`), the compare view
 (:mod:`~pytest_agentgym.report.compare_view`) and the trend page
@@ -17,6 +18,7 @@ import math
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
+from urllib.parse import quote
 
 import jinja2
 from markupsafe import Markup
@@ -24,10 +26,16 @@ from markupsafe import Markup
 from pytest_agentgym.report.payload import escape_json_text
 from pytest_agentgym.results.redact import redact_text
 
-__all__ = ["TEMPLATES", "asset", "assets", "environment", "format_duration", "script_json", "write_page"]
+__all__ = ["FAVICON_HREF", "FAVICON_SVG", "TEMPLATES", "asset", "assets", "environment", "format_duration", "script_json", "write_page"]
 
 #: Where the templates and the CSS and JS files they inline are shipped.
 TEMPLATES = resources.files("pytest_agentgym.report") / "templates"
+
+#: The pages' icon: a green square with a tick. Every page links it as :data:`FAVICON_HREF`
+#: (the report stays one self-contained file); ``view`` also answers ``/favicon.ico`` with it.
+FAVICON_SVG = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" '
+               'fill="#1a7f37"/><path d="M4 8.5l2.5 2.5L12 5" fill="none" stroke="#fff" stroke-width="2"/></svg>')
+FAVICON_HREF = "data:image/svg+xml," + quote(FAVICON_SVG, safe="/:=")
 
 
 def environment() -> jinja2.Environment:
@@ -41,6 +49,7 @@ def environment() -> jinja2.Environment:
     env.filters["duration"] = format_duration
     env.filters["describe"] = describe
     env.filters["redact"] = redact_text
+    env.globals["favicon"] = FAVICON_HREF
     return env
 
 

@@ -16,6 +16,7 @@ What it serves (GET only, nothing is written under the reports directory):
                                the compare view of ``pytest-agentgym compare --html``
     /trend?run=K&run=K...[&metric=reward][&allow_mismatch=1]
                                the trend page of ``pytest-agentgym trend --html``
+    /favicon.ico               the pages' icon (they link it as a data: URI; this is for other askers)
 
 A ``<key>`` is a run directory's path under the reports directory as the index
 lists it (``step-1200``, ``step-1200/shard-1-of-3``). Keys are looked up among the
@@ -297,11 +298,13 @@ def _judging(query: dict[str, list[str]]) -> dict[str, Any]:
 
 
 def _problem_page(status: HTTPStatus, message: str, retry: str | None = None) -> bytes:
+    from pytest_agentgym.report.page import FAVICON_HREF
+
     more = (f'<p><a href="{escape(retry)}">Compare them anyway</a> (the settings that differ are listed on '
             f'the page).</p>') if retry else ""
-    return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{status.value} "
-            f"{escape(status.phrase)} · pytest-agentgym view</title></head><body style=\"font: 14px system-ui; "
-            f"margin: 24px\"><h1>{status.value} {escape(status.phrase)}</h1>"
+    return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><link rel=\"icon\" "
+            f"href=\"{FAVICON_HREF}\"><title>{status.value} {escape(status.phrase)} · pytest-agentgym view</title>"
+            f"</head><body style=\"font: 14px system-ui; margin: 24px\"><h1>{status.value} {escape(status.phrase)}</h1>"
             f"<p id=\"problem\" style=\"white-space: pre-wrap\">{escape(message)}</p>{more}"
             f"<p><a href=\"/\">All runs</a></p></body></html>").encode("utf-8")
 
@@ -338,6 +341,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(self.server.compare_page(query))
             elif path == "/trend":
                 self._send(self.server.trend_page(query))
+            elif path == "/favicon.ico":
+                from pytest_agentgym.report.page import FAVICON_SVG
+
+                self._send(FAVICON_SVG.encode("utf-8"), kind="image/svg+xml")
             else:
                 raise NotFound(f"nothing is served at {path}; the runs are listed at /")
         except NotFound as exc:

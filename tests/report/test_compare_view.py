@@ -25,6 +25,7 @@ from pytest_agentgym.results.records import ErrorInfo
 
 from helpers.compare_fixtures import paired_run, plain_turns
 from helpers.report_fixtures import make_turn
+from helpers.page_icon import without_the_icon
 from helpers.report_pages import decode_chunk, parse
 
 HOSTILE_REPLY = "Thought: </script><script>alert(1)</script>\nAction:\n<b>go</b>"
@@ -172,7 +173,7 @@ def test_markup_from_models_and_servers_is_escaped_in_the_compare_view(tmp_path,
                                                     "</script><script>alert(3)</script>")
     assert {e for attrs, _ in page.scripts if "pair-chunk" in (attrs.get("class") or "")
             for e in [attrs["data-encoding"]]} == {"gzip-base64" if compress else "json"}
-    for tag, attrs in page.tags:  # self-contained: nothing to fetch
+    for tag, attrs in without_the_icon(page.tags):  # self-contained: nothing to fetch
         for name in ("src", "href", "action", "poster", "data"):
             assert attrs.get(name) is None or attrs[name].startswith("#"), (tag, name, attrs[name])
         assert tag not in ("link", "iframe", "object", "embed", "base")

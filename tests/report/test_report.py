@@ -22,6 +22,7 @@ from pytest_agentgym.report.render import render_run_dir, trajectory_json
 from pytest_agentgym.results.records import ErrorInfo
 
 from helpers.report_fixtures import make_episode, make_info, make_turn, write_run
+from helpers.page_icon import without_the_icon
 from helpers.report_pages import chunk_texts, decode_chunk, index_of, parse
 
 HOSTILE_REPLY = "Thought: hi</script><script>alert(1)</script>\nAction:\n<b>go</b>"
@@ -163,7 +164,7 @@ def test_baseline_comparison(tmp_path):
 def test_page_is_self_contained(tmp_path):
     html = render_run_dir(hostile_run(tmp_path).path).read_text(encoding="utf-8")
     page = parse(html)
-    for tag, attrs in page.tags:
+    for tag, attrs in without_the_icon(page.tags):
         for name in ("src", "href", "action", "poster", "data"):
             value = attrs.get(name)
             assert value is None or value.startswith("#"), (tag, name, value)

@@ -30,6 +30,7 @@ from helpers.report_fixtures import (
     make_episode,
 )
 from helpers.runs_index import finished_run, get, running_run, start_view, stop_view
+from helpers.view_pages import chromium, serving
 from helpers.waiting import wait_until
 
 CHROMIUM = find_chromium()
@@ -63,19 +64,14 @@ def reports(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def view(reports):
-    proc, url = start_view(reports)
-    yield url
-    code, out = stop_view(proc)
-    assert code == 0, out
+    with serving(reports) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    if CHROMIUM is None:
-        pytest.fail(f"AGENTGYM_REQUIRE_BROWSER=1 and no browser: {NO_BROWSER}")
-    with HeadlessChromium(CHROMIUM, tmp_path_factory.mktemp("chromium-profile")) as chromium:
-        yield chromium
-        assert chromium.exceptions == [], "a page of pytest-agentgym view threw in the browser"
+    with chromium(tmp_path_factory.mktemp("chromium-profile")) as opened:
+        yield opened
 
 
 @pytest.fixture(scope="module")
