@@ -1,5 +1,6 @@
 """`pytest-agentgym`: the plugin's tools outside a pytest run.
 
+    pytest-agentgym init [DIR] [--force]             write suites/ (the packaged suites) and CI job files
     pytest-agentgym serve babyai --port 36001        run an embedded environment server
     pytest-agentgym reference-agent --port 8100      run the scripted reference agent
     pytest-agentgym envs                             list environments, URLs and health
@@ -39,7 +40,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from pytest_agentgym.cli import fleet, view
+from pytest_agentgym.cli import fleet, init, view
 from pytest_agentgym.cli.reading import (
     compare_command,
     export_command,
@@ -182,6 +183,7 @@ def _parser() -> argparse.ArgumentParser:
     merge.add_argument("--notify", default=None, metavar="URL,...",
                        help="POST the merged run's summary to these http(s) URLs (docs/notifications.md)")
     add_worker_parser(sub)
+    init.add_parser(sub)
     fleet.add_parser(sub)
     view.add_parsers(sub)
     add_rollout_server_parser(sub)
@@ -230,6 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return internal_error("merge", lambda: merge_command(args.shards, args.out, baseline=args.baseline,
                                                                 report=not args.no_report, notify=args.notify))
+    if args.command == "init":
+        return init.init_command(args)
     if args.command == "fleet":
         return fleet.main(args)
     if args.command == "runs":

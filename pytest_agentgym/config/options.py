@@ -90,6 +90,13 @@ def parse_names(text: str) -> tuple[str, ...]:
     return names
 
 
+def parse_battery(text: str) -> Any:
+    """--agentgym-battery (config/suite_files.py, imported when the option is given)."""
+    from pytest_agentgym.config.suite_files import packaged_battery
+
+    return packaged_battery(text)
+
+
 
 
 def parse_notify(text: str) -> tuple[str, ...]:
@@ -262,6 +269,8 @@ class Option:
 OPTIONS: tuple[Option, ...] = (
     Option("node", "NAME|PATH", "node profile: a name under configs/nodes/ or a YAML file", parse_text, "local"),
     Option("envs", "A,B", "only these environments", parse_names, "all in the suites"),
+    Option("battery", "NAME,...", "collect these packaged suites too (lightweight, moderate: folders of suite "
+           "files the package ships; with no path given, only them)", parse_battery, "none"),
     Option("tasks", "SPEC", "only these task indices, e.g. 0-9,12", parse_tasks, "the suite's"),
     Option("repeat", "N", "run each task N times", parse_positive_int, "the suite's, else 1"),
     Option("max_rounds", "N", "rounds per episode", parse_positive_int, "suite, node cap, env"),

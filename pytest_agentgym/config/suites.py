@@ -1,6 +1,7 @@
 """Suites: what a suite file asks for, read and checked without pytest.
 
-A suite is a YAML file with an ``environment:`` key (see docs/suites.md)::
+A suite is a YAML file with an ``environment:`` key (see docs/suites.md; which YAML
+files are suites: config/suite_files.py)::
 
     environment: BabyAI
     tasks: 0-89                 # "0-9,12", [0, 5, 7], or {file: ids.txt}
@@ -37,13 +38,8 @@ import yaml
 
 from pytest_agentgym.envs.spec import is_verifiers, read_yaml
 from pytest_agentgym.results.gates import Gate, GateError
-from pytest_agentgym.config.suite_files import DEFAULT_SKIP_DIRS, is_suite_file, suite_files
+from pytest_agentgym.config.suite_files import DEFAULT_SKIP_DIRS, SUITE_KEYS, SuitePlaces, is_suite_file, suite_files
 from pytest_agentgym.config.tasks import parse_tasks
-
-SUITE_KEYS = {
-    "environment", "tasks", "repeat", "max_rounds", "episode_timeout", "sampling",
-    "min_reward", "gates", "nodes", "description", "max_error_rate", "baseline_metric", "args",
-}
 
 
 class SuiteError(Exception):
@@ -179,14 +175,15 @@ def _fraction(value: Any, key: str, where: str) -> float | None:
 
 
 def suites_under(paths: list[str], settings: Any, errors: list[str] | None = None, *,
-                 skip_dirs: Sequence[str] = DEFAULT_SKIP_DIRS) -> list[Suite]:
+                 skip_dirs: Sequence[str] = DEFAULT_SKIP_DIRS, places: SuitePlaces | None = None) -> list[Suite]:
     """The usable suites under command-line ``paths``, as collection would keep them
     (--agentgym-envs and the node's skip list applied; ``skip_dirs``: pytest's
-    ``norecursedirs``). A broken file is left out; its error is appended to ``errors``
-    when given (else collection reports it)."""
+    ``norecursedirs``; ``places``: where every YAML file is a suite, config/suite_files.py).
+    A broken file is left out; its error is appended to ``errors`` when given (else
+    collection reports it)."""
     found: list[Suite] = []
     wanted = {e.lower() for e in settings.envs} if settings.envs else None
-    for path in suite_files(paths, skip_dirs):
+    for path in suite_files(paths, skip_dirs, places):
         try:
             suite = load_suite(path, settings.node, list(settings.env_specs), settings.env_specs)
         except SuiteError as exc:

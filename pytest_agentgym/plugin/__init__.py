@@ -17,6 +17,7 @@ from pytest_agentgym.plugin.activation import activate, is_worker, looks_only, r
 from pytest_agentgym.plugin.dormancy import DormantSession
 from pytest_agentgym.plugin.fixtures import agentgym_episode, agentgym_run  # noqa: F401  (registered here)
 from pytest_agentgym.plugin.stash import RUN_KEY, SETTINGS_KEY
+from pytest_agentgym.plugin.suite_places import add_suites_ini
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -27,6 +28,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     options.add_options(parser)
+    add_suites_ini(parser)
 
 
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:

@@ -48,6 +48,7 @@ def activate(config: pytest.Config) -> None:
     from pytest_agentgym.plugin.logger_registry import guard_logger_registry
 
     guard_logger_registry()  # before any thread of the run: pytest walks the loggers at every hook
+    add_batteries(config)
     settings = resolve_settings(config)
     if is_worker(config):
         settings = settings.__class__(**{**settings.__dict__, "run_id": config.workerinput["agentgym_run_id"]})
@@ -63,8 +64,9 @@ def activate(config: pytest.Config) -> None:
     from pytest_agentgym.run.evaluation import EvaluationRun
 
     worker_input = config.workerinput if is_worker(config) else None
-    ledger = None
+    ledger, made = None, []
     if worker_input is None and runs_episodes(config):
+        from pytest_agentgym.plugin.empty_run import missing_dirs
         from pytest_agentgym.results.store import check_writable
 
         unwritable = check_writable(Path(settings.reports).resolve())
@@ -73,6 +75,7 @@ def activate(config: pytest.Config) -> None:
         root, name = Path(settings.reports).resolve(), settings.run_id
         if settings.shard is not None:  # reports/<run_id>/shard-I-of-N
             root, name = root / settings.run_id, settings.shard.dirname
+        made = missing_dirs(root / name)
         try:
             ledger = (RunLedger.resume(settings.resume) if settings.resume is not None
                       else RunLedger.new(root, name))
@@ -88,8 +91,10 @@ def activate(config: pytest.Config) -> None:
         config.pluginmanager.register(ControllerSession(config, run, xdist=uses_xdist(config)),
                                       "agentgym-session")
         from pytest_agentgym.plugin.ahead import AheadReports  # a stopped run's records ahead of their items
+        from pytest_agentgym.plugin.empty_run import EmptyRun
 
         config.pluginmanager.register(AheadReports(run), "agentgym-ahead")
+        config.pluginmanager.register(EmptyRun(config, made), "agentgym-empty-run")
         _stop_on_sigterm(config)
     else:
         config.pluginmanager.register(WorkerSession(config, run), "agentgym-session")
@@ -105,6 +110,28 @@ def activate(config: pytest.Config) -> None:
             run.model_settings()
     except EndpointConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
+
+
+def add_batteries(config: pytest.Config) -> None:
+    """--agentgym-battery: the packaged folders of suite files join the command line's
+    paths; with no path given (pytest's testpaths or the current directory), they are
+    the paths."""
+    from pytest_agentgym.config.options import BY_NAME
+    from pytest_agentgym.config.suite_files import packaged_battery
+    from pytest_agentgym.plugin.options import given
+
+    found = given(config, BY_NAME["battery"])
+    if found is None:
+        return
+    value, where = found
+    try:
+        folders = [str(f) for f in packaged_battery(value)]
+    except ValueError as exc:
+        raise pytest.UsageError(f"{where}: {exc}") from None
+    if config.args_source is not pytest.Config.ArgsSource.ARGS:
+        config.args[:] = folders
+    else:
+        config.args.extend(f for f in folders if f not in config.args)
 
 
 def _stop_on_sigterm(config: pytest.Config) -> None:

@@ -2,11 +2,15 @@
 
 pytest loads every installed plugin into every session of its virtual environment,
 so a project's own unit tests meet this plugin too. A session that names no
-``--agentgym-*`` option (nor ``AGENTGYM_*`` variable, nor ``agentgym_*`` ini key)
-and whose paths hold no suite file stays dormant: no settings are resolved, no run
-directory is claimed, nothing is printed, no server or model is started, and the
-plugin's heavier modules are never imported. The check reads only the command line
-and the YAML files under its paths (config/suite_files.py).
+``--agentgym-*`` option (nor ``AGENTGYM_*`` variable, nor ``agentgym_*`` ini key
+of a run setting) and whose paths hold no suite file stays dormant: no settings are
+resolved, no run directory is claimed, nothing is printed, no server or model is
+started, and the plugin's heavier modules are never imported. The check reads only
+the command line and the YAML files under its paths that have a top-level
+``environment:`` line (config/suite_files.py says which of those are suites: a
+deployment config's ``environment: staging`` is not). The ``agentgym_suites`` ini key
+names folders where every YAML file is a suite (plugin/suite_places.py); it says where
+suites are, not that this session runs them, so it wakes nothing by itself.
 
 A dormant session wakes up when its collection shows that it does evaluate after all:
 a suite file the walk did not see, or a test that asks for the ``agentgym_episode`` or
@@ -22,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from pytest_agentgym.plugin.suite_places import suite_places
 
 #: the fixtures that need the run
 RUN_FIXTURES = ("agentgym_episode", "agentgym_run")
@@ -44,7 +50,7 @@ def is_dormant(config: pytest.Config) -> bool:
 
     skip = config.getini("norecursedirs")
     try:
-        return next(suite_files([str(a) for a in config.args], skip), None) is None
+        return next(suite_files([str(a) for a in config.args], skip, suite_places(config)), None) is None
     except OSError:
         return False  # collection will say what is wrong with the paths
 
@@ -73,12 +79,12 @@ class DormantSession:
             return None  # the run's session collects from now on
         from pytest_agentgym.config.suite_files import is_suite_file
 
-        if not is_suite_file(file_path) or hasattr(self.config, "workerinput"):
+        if not is_suite_file(file_path, suite_places(self.config)) or hasattr(self.config, "workerinput"):
             return None
         self._wake(f"{file_path} is a suite file")
-        from pytest_agentgym.plugin.items import SuiteFile
+        from pytest_agentgym.plugin.items import collect_suite
 
-        return SuiteFile.from_parent(parent, path=file_path)
+        return collect_suite(file_path, parent)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,

@@ -8,6 +8,7 @@ episode errs, fails or is unsolved.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -28,6 +29,17 @@ class EpisodeInfraError(pytest.fail.Exception):  # type: ignore[misc,name-define
 
 class RewardBelowThreshold(AssertionError):
     """The episode's reward is below the suite's min_reward: a policy failure."""
+
+
+def collect_suite(file_path: Path, parent: pytest.Collector) -> SuiteFile | None:
+    """The collector of ``file_path`` when it is a suite: in a place the user named for
+    suites (plugin/dormancy.py's :func:`suite_places`), or by what it holds (config/suite_files.py)."""
+    from pytest_agentgym.config.suite_files import is_suite_file
+    from pytest_agentgym.plugin.suite_places import suite_places
+
+    if not is_suite_file(file_path, suite_places(parent.config)):
+        return None
+    return SuiteFile.from_parent(parent, path=file_path)
 
 
 class SuiteFile(pytest.File):

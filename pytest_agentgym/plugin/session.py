@@ -59,9 +59,7 @@ class _Session:
         self.run = run
 
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-        if suites.is_suite_file(file_path):
-            return episode_items.SuiteFile.from_parent(parent, path=file_path)
-        return None
+        return episode_items.collect_suite(file_path, parent)
 
     @pytest.hookimpl(trylast=True)  # after -k, -m and --deselect: a shard splits what they left
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
