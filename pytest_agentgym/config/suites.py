@@ -102,6 +102,8 @@ def load_suite(path: Path, node: str, known_envs: list[str], specs: dict[str, An
     if not isinstance(overrides, dict):
         raise SuiteError(f"{where}: nodes.{node} must be a mapping of suite keys")
     data = {**data, **overrides}
+    if "environment" not in data:
+        raise SuiteError(f"{where}: missing key 'environment' (the environment's name, e.g. 'environment: BabyAI')")
     env = data.get("environment")
     if is_verifiers(env):
         data = _verifiers_environment(data, where, specs)

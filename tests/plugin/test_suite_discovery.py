@@ -49,9 +49,12 @@ def test_where_the_user_said_suites_are_a_file_that_is_not_one_is_an_error(pytes
     pytester.makeini("[pytest]\nagentgym_suites = evals\n")
     (pytester.path / "evals").mkdir()
     (pytester.path / "evals" / "app.yaml").write_text(STAGING)
+    (pytester.path / "evals" / "maze.yaml").write_text("tasks: 0-3\n")  # no environment: not a suite by its looks
     in_folder = run(pytester, "evals", "--collect-only")
     assert in_folder.ret == pytest.ExitCode.USAGE_ERROR, in_folder.stdout.str()
-    in_folder.stderr.fnmatch_lines(["ERROR: *evals/app.yaml: unknown key(s) database; known: *tasks*"])
+    in_folder.stderr.fnmatch_lines(["ERROR: *evals/app.yaml: unknown key(s) database; known: *tasks*",
+                                    "*evals/maze.yaml: missing key 'environment' (the environment's name, "
+                                    "e.g. 'environment: BabyAI')"])
     named = run(pytester, "config/app.yaml", "--collect-only")
     assert named.ret == pytest.ExitCode.USAGE_ERROR, named.stdout.str()
     named.stderr.fnmatch_lines(["ERROR: *config/app.yaml: unknown key(s) database; known: *"])
