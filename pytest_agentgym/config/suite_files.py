@@ -7,8 +7,8 @@ spawned ahead of collection. A ``.yaml``/``.yml`` file is a suite when its top-l
 ``verifiers:<module>``), read from that line alone; or, when it names another, when the
 file reads as a mapping that has ``tasks`` and no key a suite does not know (an
 environment a plugin adds, or a misspelt name: config/suites.py then says which). So a
-deployment config's ``environment: staging`` is not a suite, and the YAML parser is
-loaded only for such files.
+deployment config's ``environment: staging`` is not a suite. The top-level keys are read
+off the lines first; the YAML parser is loaded only for a file whose keys are a suite's.
 
 Where the user said suites are (:class:`SuitePlaces`: a YAML file named on the command
 line, a folder of the ``agentgym_suites`` ini key, a packaged battery), every YAML file
@@ -36,6 +36,8 @@ SUITE_KEYS = frozenset({
 _ENVIRONMENT_LINE = re.compile(r"^environment\s*:[ \t]*(?P<value>[^\n#]*)", re.MULTILINE)
 _SPEC_NAME = re.compile(r"^  (?P<name>[A-Za-z][\w.-]*)\s*:\s*(?:#.*)?$", re.MULTILINE)
 _VERIFIERS = "verifiers:"
+#: a key of the top-level mapping: a line that starts with it, quoted or not
+_TOP_LEVEL_KEY = re.compile(r"""^["']?(?P<key>[A-Za-z_][\w.-]*)["']?[ \t]*:""", re.MULTILINE)
 
 #: pytest's own default of the ``norecursedirs`` ini key
 DEFAULT_SKIP_DIRS = ("*.egg", ".*", "_darcs", "build", "CVS", "dist", "node_modules", "venv", "{arch}")
@@ -58,6 +60,9 @@ def known_environments() -> frozenset[str]:
 
 
 def _has_suite_shape(text: str) -> bool:
+    keys = {m["key"] for m in _TOP_LEVEL_KEY.finditer(text)}
+    if "tasks" not in keys or not keys <= SUITE_KEYS:  # read off the lines: most files end here, unparsed
+        return False
     from pytest_agentgym.envs.spec import read_yaml
 
     try:
