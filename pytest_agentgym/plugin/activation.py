@@ -125,13 +125,15 @@ def add_batteries(config: pytest.Config) -> None:
         return
     value, where = found
     try:
-        folders = [str(f) for f in packaged_battery(value)]
+        folders = packaged_battery(value)
     except ValueError as exc:
         raise pytest.UsageError(f"{where}: {exc}") from None
     if config.args_source is not pytest.Config.ArgsSource.ARGS:
-        config.args[:] = folders
-    else:
-        config.args.extend(f for f in folders if f not in config.args)
+        config.args[:] = [str(f) for f in folders]
+        return
+    given_paths = [(config.invocation_params.dir / str(a).split("::")[0]).resolve() for a in config.args]
+    # a folder the command line reaches already (suites/lightweight in a clone) is not collected twice
+    config.args.extend(str(f) for f in folders if not any(f.is_relative_to(p) for p in given_paths))
 
 
 def _stop_on_sigterm(config: pytest.Config) -> None:

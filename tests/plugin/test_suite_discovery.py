@@ -13,6 +13,7 @@ import pytest
 
 from helpers import REPO
 from helpers.projects import run, suite
+from pytest_agentgym.config.suite_files import PACKAGED_SUITES
 
 pytestmark = pytest.mark.heavy
 
@@ -69,6 +70,10 @@ def test_the_packaged_battery_runs_from_an_empty_directory(pytester):
     items = [line for line in listed.stdout.lines if "::" in line]
     assert items == ["babyai.yaml::BabyAI[0]", "maze.yaml::Maze[0]", "textcraft.yaml::TextCraft[0]",
                      "wordle.yaml::Wordle[0]"]
+    named_too = run(pytester, str(PACKAGED_SUITES / "lightweight"), "--agentgym-battery=lightweight",
+                    "--agentgym-tasks=0", "--collect-only", "-q")  # the folder named as well: collected once
+    assert named_too.ret == 0 and len([line for line in named_too.stdout.lines if "::" in line]) == 4, (
+        named_too.stdout.str() + named_too.stderr.str())
     played = run(pytester, "--agentgym-battery=lightweight", "--agentgym-envs=Maze", "--agentgym-tasks=0-1",
                  "-n", "2")
     assert played.ret == 0, played.stdout.str()
