@@ -6,6 +6,7 @@ their markup at the end); the plugin writes them."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 Line = tuple[str, dict[str, bool]]
@@ -52,8 +53,8 @@ def header_lines(run: Any, probe: bool) -> list[str]:
 
 
 def sampling_lines(run: Any) -> list[str]:
-    """After collection: each environment's effective sampling, and what a
-    suite asked for that the node overrode."""
+    """After collection: each environment's effective sampling, what a suite asked
+    for that the node overrode, and whether anything judges the run (:func:`unjudged_lines`)."""
     lines = []
     for env, plan in run.plans.items():
         effective = run.rules.effective_sampling(plan.sampling)
@@ -63,7 +64,7 @@ def sampling_lines(run: Any) -> list[str]:
         if lost:
             line += f" (the suite's {show_sampling(lost)} overridden by the node or the command line)"
         lines.append(line)
-    return lines
+    return lines + unjudged_lines(run)
 
 
 def stop_header_lines(run: Any) -> list[str]:
@@ -90,8 +91,46 @@ def stop_line(stop: Any) -> Line:
     return f"agentgym: STOPPED EARLY: {decision.line}", {"red": failing, "green": not failing, "bold": True}
 
 
-NO_ASSERTION = ("agentgym: no quality assertion: exit 0 means the run completed, not that the model "
-                "is good (give the suites gates or a min_reward; see docs/suites.md)")
+NO_ASSERTION = "agentgym: no quality assertion: exit 0 means the run completed, not that the model is good"
+#: the fix when no suite says what a good episode is, whatever the node
+NO_GATES = "give the suites gates or a min_reward; see docs/suites.md"
+
+
+def gated_nodes(run: Any) -> list[str]:
+    """The nodes the run's suites give gates to in their ``nodes:`` maps (read again from
+    the files: a suite as loaded holds this node's keys only)."""
+    from pytest_agentgym.envs.spec import read_yaml
+
+    root = getattr(run.config, "rootpath", None)
+    names: set[str] = set()
+    for plan in run.plans.values():
+        path = Path(plan.gate_path) if root is None else Path(root) / plan.gate_path
+        try:
+            nodes = (read_yaml(path.read_text(encoding="utf-8")) or {}).get("nodes") or {}
+        except (OSError, ValueError, AttributeError):  # collection has said what is wrong with the file
+            continue
+        names.update(str(name) for name, keys in nodes.items() if isinstance(keys, dict) and keys.get("gates"))
+    return sorted(names)
+
+
+def unjudged(run: Any) -> str | None:
+    """Why nothing judges the run (no gate, min_reward or baseline for its node) and the
+    fix; None when something does."""
+    if run.asserts_quality or not run.plans:
+        return None
+    node = run.settings.node
+    others = [name for name in gated_nodes(run) if name != node]
+    if others:
+        return (f"the suites give gates to node(s) {', '.join(others)}, none to node {node}: add "
+                f"'{node}: {{gates: [...]}}' under each suite's nodes:, e.g. the floor of the node yours "
+                f"is like (docs/suites.md, 'Gates of your own node')")
+    return NO_GATES
+
+
+def unjudged_lines(run: Any) -> list[str]:
+    """After collection: a run that nothing judges says so before its first episode."""
+    why = unjudged(run)
+    return [] if why is None else [f"agentgym: NOTHING JUDGES THIS RUN, any model passes: {why}"]
 
 
 def not_played_cause(error: Any, envs: Any) -> str:
@@ -164,7 +203,7 @@ def summary_lines(run: Any) -> list[Line]:
         lines.append(("agentgym: an inconclusive comparison does not fail the run; --agentgym-strict-gates "
                       "makes it fail (see docs/compare.md for how many tasks the margin needs)", {"yellow": True}))
     if not run.asserts_quality and run.summaries and not run.blocked():
-        lines.append((NO_ASSERTION, {"yellow": True}))
+        lines.append((f"{NO_ASSERTION} ({unjudged(run) or NO_GATES})", {"yellow": True}))
     if run.abort_reason:
         lines.append((f"agentgym: RUN STOPPED: {run.abort_reason}", {"red": True}))
     for line in run.resources.endpoint_restarts:  # a launched endpoint died and was started again

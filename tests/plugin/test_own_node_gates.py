@@ -1,0 +1,56 @@
+"""A node the suites do not name (a renamed copy of a shipped profile, say) gets none of
+their gates: the run says so plainly after collection, before its first episode, and
+again in its summary, naming the nodes the suites do judge. Real runs: the reference
+agent and an embedded Maze server."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers.projects import make_project, run, suite
+
+pytestmark = pytest.mark.heavy
+
+#: gates for testnode (the project's node) and gpu; none for any other node
+MAZE = ("environment: Maze\ntasks: [17, 18]\nmax_rounds: 4\nnodes:\n"
+        "  testnode: {gates: [success_rate >= 0.5]}\n  gpu: {gates: [success_rate >= 0.04]}\n")
+
+
+def test_a_node_the_suites_do_not_name_hears_that_nothing_judges_its_run(pytester):
+    node = make_project(pytester)
+    mine = node.with_name("mynode.yaml")
+    mine.write_text(node.read_text().replace("name: testnode", "name: mynode"))
+    suite(pytester, "maze", MAZE)
+    result = run(pytester, "suites", f"--agentgym-node={mine}")
+    assert result.ret == 0, result.stdout.str()
+    why = ("the suites give gates to node(s) gpu, testnode, none to node mynode: add "
+           "'mynode: {gates: [[]...[]]}' under each suite's nodes:*")
+    result.stdout.fnmatch_lines([
+        "collected 2 items",
+        f"agentgym: NOTHING JUDGES THIS RUN, any model passes: {why}",
+        "suites/maze.yaml ..*",
+        f"agentgym: no quality assertion: exit 0 means the run completed, not that the model is good ({why})",
+    ])
+    assert "GATE" not in result.stdout.str()
+
+
+def test_a_node_the_suites_name_is_judged_and_told_nothing(pytester):
+    node = make_project(pytester)
+    suite(pytester, "maze", MAZE)
+    result = run(pytester, "suites", f"--agentgym-node={node}")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["GATE PASSED: Maze success_rate >= 0.5*"])
+    assert "NOTHING JUDGES" not in result.stdout.str() and "no quality assertion" not in result.stdout.str()
+
+
+def test_a_run_whose_suites_have_no_gates_at_all_says_nothing_judges_it(pytester):
+    node = make_project(pytester)
+    suite(pytester, "maze", "environment: Maze\ntasks: [17]\nmax_rounds: 4\n")
+    result = run(pytester, "suites", f"--agentgym-node={node}")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "agentgym: NOTHING JUDGES THIS RUN, any model passes: give the suites gates or a min_reward; "
+        "see docs/suites.md",
+        "agentgym: no quality assertion: exit 0 means the run completed, not that the model is good "
+        "(give the suites gates or a min_reward; see docs/suites.md)",
+    ])
