@@ -8,7 +8,8 @@ environment's episodes, so the rerun that can change its verdict plays them all:
 each episode of an environment whose gate failed last time counts as a previous
 failure. pytest's plugin filters items while it collects each file, so the suite file
 marks its items as they are made (:func:`mark_if_gate_failed`); the collection report
-then says what will run again (:func:`rerun_lines`).
+then says what will run again (:func:`rerun_lines`), and pytest's own line counts the
+failures of last time, not the episodes a failed gate adds (:class:`RerunStatus`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from typing import Any
 import pytest
 
 _GATES_KEY = pytest.StashKey[dict[tuple[str, str], list[str]]]()
-_WIDENED_KEY = pytest.StashKey[dict[tuple[str, str], int]]()
+#: the ids of the items counted as previous failures for their gate's sake only
+_ADDED_KEY = pytest.StashKey[set]()
+_STATUS_PLUGIN = "agentgym-lf-status"
 
 
 def _last_failed(config: pytest.Config) -> Any:
@@ -37,6 +40,8 @@ def failed_gates(config: pytest.Config) -> dict[tuple[str, str], list[str]]:
             if len(parts) == 3 and parts[2].startswith("gate["):
                 found.setdefault((parts[0], parts[1]), []).append(parts[2])
         config.stash[_GATES_KEY] = found
+        if found and not config.pluginmanager.has_plugin(_STATUS_PLUGIN):
+            config.pluginmanager.register(RerunStatus(), _STATUS_PLUGIN)
     return config.stash[_GATES_KEY]
 
 
@@ -46,13 +51,28 @@ def mark_if_gate_failed(item: pytest.Item, environment: str) -> None:
     gates = failed_gates(item.config)
     if not gates:
         return
-    where = (item.nodeid.split("::")[0], environment)
-    if where not in gates:
+    if (item.nodeid.split("::")[0], environment) not in gates:
         return
     # pytest 9 keys its last failures by the structured id, earlier ones by the string
-    _last_failed(item.config).lastfailed.setdefault(getattr(item, "id", item.nodeid), True)
-    widened = item.config.stash.setdefault(_WIDENED_KEY, {})
-    widened[where] = widened.get(where, 0) + 1
+    key = getattr(item, "id", item.nodeid)
+    lastfailed = _last_failed(item.config).lastfailed
+    if key not in lastfailed:
+        lastfailed[key] = True
+        item.config.stash.setdefault(_ADDED_KEY, set()).add(key)
+
+
+def _where(item: pytest.Item) -> tuple[str, Any]:
+    return item.nodeid.split("::")[0], getattr(getattr(item, "suite", None), "environment", None)
+
+
+def _per_gate(gates: dict[tuple[str, str], list[str]], items: list[pytest.Item]) -> dict[tuple[str, str], int]:
+    """(suite path, environment) of a failed gate -> how many of ``items`` it is judged on."""
+    counts: dict[tuple[str, str], int] = {}
+    for item in items:
+        where = _where(item)
+        if where in gates:
+            counts[where] = counts.get(where, 0) + 1
+    return counts
 
 
 def rerun_lines(config: pytest.Config, selected: list[pytest.Item]) -> list[str]:
@@ -60,12 +80,7 @@ def rerun_lines(config: pytest.Config, selected: list[pytest.Item]) -> list[str]
     gates = failed_gates(config)
     if not gates:
         return []
-    counts: dict[tuple[str, str], int] = {}
-    for item in selected:
-        env = getattr(getattr(item, "suite", None), "environment", None)
-        where = (item.nodeid.split("::")[0], env)
-        if where in gates:
-            counts[where] = counts.get(where, 0) + 1
+    counts = _per_gate(gates, selected)
     lines = []
     for (path, env), names in gates.items():
         n = counts.get((path, env), 0)
@@ -75,3 +90,36 @@ def rerun_lines(config: pytest.Config, selected: list[pytest.Item]) -> list[str]
                      f"agentgym: --lf: {what} failed last time, but none of {env}'s episodes in {path} is "
                      f"selected now: the gate cannot be judged again in this run")
     return lines
+
+
+class RerunStatus:
+    """Makes pytest's "run-last-failure: rerun previous N failures" true after a gate failed:
+    N counts last time's failures (the episodes that failed and each failed gate), not
+    every episode a gate brings back, and the line says what runs again for the gate."""
+
+    @pytest.hookimpl(tryfirst=True)  # before pytest's own hook reads its status line
+    def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        plugin = _last_failed(config)
+        status = getattr(plugin, "_report_status", None)
+        if plugin is None or not isinstance(status, str) or not status.startswith("rerun previous"):
+            return
+        added, gates = config.stash.get(_ADDED_KEY, set()), failed_gates(config)
+        per_gate = _per_gate(gates, items)
+        failed = sum(1 for item in items if getattr(item, "id", item.nodeid) in plugin.lastfailed
+                     and getattr(item, "id", item.nodeid) not in added)
+        parts = [f"{failed} episode{'' if failed == 1 else 's'}"] if failed else []
+        count = failed
+        for where, names in gates.items():
+            if where in per_gate:
+                count += len(names)
+                n = per_gate[where]
+                parts.append(f"{'the gate' if len(names) == 1 else 'the gates'} "
+                             f"{', '.join(f'{where[1]}::{g}' for g in names)}, with the {n} "
+                             f"episode{'' if n == 1 else 's'} of {where[0]} it is judged on")
+        if not per_gate:
+            return
+        suffix = " first" if config.getoption("failedfirst") else ""
+        skipped = getattr(plugin, "_skipped_files", 0)
+        files = f" (skipped {skipped} file{'' if skipped == 1 else 's'})" if skipped else ""
+        plugin._report_status = (f"rerun previous {count} failure{'' if count == 1 else 's'}{suffix}: "
+                                 f"{'; '.join(parts)}{files}")
