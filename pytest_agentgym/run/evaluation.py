@@ -282,7 +282,7 @@ class EvaluationRun:
         self._ensure_env(item.suite.environment)
         future = self.submit(item.nodeid, self.request_for(item))
         try:
-            record = future.result()
+            record = self.ledger.stamp(future.result())  # this generation's, as on disk (not kept)
         except OSError as exc:
             raise RunAborted(self.abort_reason or f"{type(exc).__name__}: {exc}") from exc
         finally:

@@ -139,3 +139,85 @@ def kept_of_run(info: Any, fp: Mapping[str, Any], env_names: Iterable[str], sele
     environments = tuple(dict.fromkeys([*info.environments, *env_names]))
     entry = recorded(info) or selection_record(selection_keys, info.command)
     return {"fingerprint": fingerprint, "environments": environments, "selection": entry}
+
+
+def served_as(endpoint: Any, model_settings: Any) -> tuple[str, str]:
+    """(endpoint kind, model name) that the chain entry ``endpoint`` gives the fingerprint when
+    it is chosen, known before anything is started: a launched vLLM serves its
+    ``vllm.served_model_name``, else the entry's model, else the checkpoint (model/vllm.py); a
+    launched reference agent its model, else its policy (model/launcher.py); an attached
+    endpoint its ``model:``."""
+    if endpoint.kind == "vllm" and endpoint.launched:
+        return "vllm", model_settings.vllm.served_model_name or endpoint.model or endpoint.checkpoint or ""
+    if endpoint.kind == "reference" and endpoint.launched:
+        return "reference", endpoint.model or endpoint.policy
+    return endpoint.kind, endpoint.model or ""
+
+
+def refuse_another_model(settings: Any, paths: Iterable[str] = ()) -> None:
+    """Before anything is started (no server, no model): refuse (:class:`LedgerError`, in the
+    words of run/checks.resumable) a resume of ``settings.resume`` when no endpoint of the model
+    chain gives the run's model, endpoint kind and checkpoint, or when the suites under
+    ``paths`` give an environment other rounds or sampling. The prompts and the servers'
+    identities are checked once the servers are up (run/opening.py)."""
+    if settings.resume is None or getattr(settings, "queue", None) is not None:
+        return
+    from pytest_agentgym.model.endpoint_settings import EndpointConfigError
+    from pytest_agentgym.results.ledger import RunLedger
+    from pytest_agentgym.results.store import RunDir
+    from pytest_agentgym.run.checks import resumable
+    from pytest_agentgym.run.services import model_settings_of
+
+    run_dir = RunDir(settings.resume)
+    try:
+        info = run_dir.read_info()
+    except (OSError, ValueError, TypeError, AttributeError):
+        return  # opening the run for the resume says what is wrong with it
+    then = info.fingerprint or {}
+    if not then or "none" in (then.get("model"), then.get("endpoint_kind")):
+        return  # a run that had no endpoint: any endpoint plays it on (the check at the start says more)
+    try:
+        ms = model_settings_of(settings)
+    except EndpointConfigError:
+        return  # a usage error of its own, said where the run reads the model settings
+    envs = _envs_now(settings, ms, paths, then.get("envs") or {})
+    ledger = RunLedger(run_dir, generation=info.generation + 1, previous=info)
+    refusals = []
+    for endpoint in ms.endpoints:
+        kind, model = served_as(endpoint, ms)
+        try:
+            resumable(ledger, {"model": model, "endpoint_kind": kind, "checkpoint": settings.checkpoint,
+                               "envs": envs}, info.run_id, started=[])
+            return  # this endpoint can play it on
+        except LedgerError as exc:
+            refusals.append(exc)
+    raise refusals[0]
+
+
+def _envs_now(settings: Any, model_settings: Any, paths: Iterable[str],
+              then: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The rounds and sampling the suites under ``paths`` give each environment of the run
+    (one whose suites disagree is left to the check at the start, which knows what was
+    collected); its prompt and server as the run recorded them."""
+    import json
+
+    from pytest_agentgym.config.suites import suites_under
+    from pytest_agentgym.run.plans import max_rounds_for
+    from pytest_agentgym.run.requests import RequestRules
+    from pytest_agentgym.run.services import node_sampling_of
+
+    rules = RequestRules.of(settings, node_sampling_of(model_settings))
+    try:
+        found = suites_under(list(paths), settings)
+    except OSError:
+        found = []
+    seen: dict[str, set[tuple[int, str]]] = {}
+    for suite in found:
+        sampling = json.dumps(rules.effective_sampling(suite.sampling), sort_keys=True)
+        seen.setdefault(suite.environment, set()).add((max_rounds_for(suite, settings), sampling))
+    envs = {}
+    for env, values in seen.items():
+        if len(values) == 1 and isinstance(then.get(env), Mapping):
+            rounds, sampling = next(iter(values))
+            envs[env] = {**then[env], "max_rounds": rounds, "sampling": json.loads(sampling)}
+    return envs

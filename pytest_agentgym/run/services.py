@@ -36,6 +36,35 @@ def model_name_for(kind: str, model: str) -> str:
     return model
 
 
+def model_settings_of(s: Any) -> Any:
+    """The run's model settings (model.endpoint_settings.ModelSettings): the node's ``model:``
+    section with the command line's endpoint, model, checkpoint, key and seed over it. Raises
+    EndpointConfigError for a section that cannot be used."""
+    from pytest_agentgym.model.endpoint_settings import ModelSettings, parse_endpoint
+
+    ms = ModelSettings.from_profile(s.profile, where=str(s.node_file))
+    if s.base_url:
+        endpoint = parse_endpoint({"kind": "openai", "url": s.base_url, "model": s.model or "default"},
+                                  "--agentgym-base-url")
+        ms = dataclasses.replace(ms, endpoints=(endpoint,))
+    elif s.model:
+        primary, *fallbacks = ms.endpoints  # the fallbacks keep their own models
+        primary = dataclasses.replace(primary, model=model_name_for(primary.kind, s.model))
+        ms = dataclasses.replace(ms, endpoints=(primary, *fallbacks))
+    if s.checkpoint:
+        ms = ms.with_checkpoint(s.checkpoint)
+    if s.api_key_env:
+        ms = dataclasses.replace(ms, api_key_env=s.api_key_env)
+    if s.seed is not None and ms.sampling.seed is None:
+        ms = dataclasses.replace(ms, sampling=dataclasses.replace(ms.sampling, seed=s.seed))
+    return ms
+
+
+def node_sampling_of(model_settings: Any) -> dict[str, Any]:
+    """The sampling keys the node profile sets (None: not set)."""
+    return {k: v for k, v in dataclasses.asdict(model_settings.sampling).items() if v is not None}
+
+
 class RunResources:
     def __init__(self, settings: Any, *, log_dir: Path, worker_input: dict[str, Any] | None = None) -> None:
         self.settings = settings
@@ -81,33 +110,14 @@ class RunResources:
 
     def model_settings(self) -> Any:
         if self._model_settings is None:
-            from pytest_agentgym.model.endpoint_settings import ModelSettings, parse_endpoint
-
-            s = self.settings
-            ms = ModelSettings.from_profile(s.profile, where=str(s.node_file))
-            if s.base_url:
-                endpoint = parse_endpoint({"kind": "openai", "url": s.base_url, "model": s.model or "default"},
-                                          "--agentgym-base-url")
-                ms = dataclasses.replace(ms, endpoints=(endpoint,))
-            elif s.model:
-                primary, *fallbacks = ms.endpoints  # the fallbacks keep their own models
-                primary = dataclasses.replace(primary, model=model_name_for(primary.kind, s.model))
-                ms = dataclasses.replace(ms, endpoints=(primary, *fallbacks))
-            if s.checkpoint:
-                ms = ms.with_checkpoint(s.checkpoint)
-            if s.api_key_env:
-                ms = dataclasses.replace(ms, api_key_env=s.api_key_env)
-            if s.seed is not None and ms.sampling.seed is None:
-                ms = dataclasses.replace(ms, sampling=dataclasses.replace(ms.sampling, seed=s.seed))
-            self._model_settings = ms
+            self._model_settings = model_settings_of(self.settings)
         return self._model_settings
 
     def node_sampling(self) -> dict[str, Any]:
         """The sampling keys the node profile sets (None: not set)."""
         if self.worker is not None:
             return dict(self.worker["agentgym_sampling"])
-        sampling = self.model_settings().sampling
-        return {k: v for k, v in dataclasses.asdict(sampling).items() if v is not None}
+        return node_sampling_of(self.model_settings())
 
     def ensure_endpoint(self) -> Any:
         if self._chosen is None:
