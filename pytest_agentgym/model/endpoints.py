@@ -1,11 +1,13 @@
-"""Endpoint health checks, and the fallback chain.
+"""Endpoint health checks, the chat that proves a route, and the fallback chain.
 
 A node profile's ``model:`` section lists endpoints in order of preference
 (parsed in :mod:`pytest_agentgym.model.endpoint_settings`);
 :func:`choose_endpoint` returns the first healthy one, with notes for the
-report header about every endpoint it passed over. The kinds (``openai``,
-``tensorzero``, ``ollama``, ``vllm``, ``reference``), their base URLs and
-health checks are tabled in docs/model.md.
+report header about every endpoint it passed over. An attached endpoint is
+healthy when its health check passes and it then answers one real chat with its
+model and ``max_tokens: 1`` (:func:`probe` with ``chat_timeout``, which preflight
+asks too). The kinds (``openai``, ``tensorzero``, ``ollama``, ``vllm``,
+``reference``), their base URLs and health checks are tabled in docs/model.md.
 
 A URL may carry credentials (``http://user:pass@host``, ``?api_key=...``): they are
 used for the requests, and every description, note and error message shows the
@@ -22,6 +24,7 @@ documented in docs/model.md.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,13 +100,16 @@ def _listed(names: list[str], wanted: str, ollama: bool = False) -> bool:
 
 
 def probe(config: EndpointConfig, *, timeout: float = HEALTH_TIMEOUT, api_key: str | None = None,
-          transport: httpx.BaseTransport | None = None) -> Health:
-    """Check one running endpoint (bounded by ``timeout`` per request). Requests follow
-    the plugin's proxy rule (:func:`pytest_agentgym.transport.proxies.proxy_for`) unless a
-    ``transport`` is injected; a failure through a proxy says so."""
+          transport: httpx.BaseTransport | None = None, chat_timeout: float | None = None) -> Health:
+    """Check one running endpoint (bounded by ``timeout`` per request). With ``chat_timeout``,
+    a healthy one must then answer one real chat with its model (:func:`_prove_chat`, within
+    ``chat_timeout``): what preflight and :func:`choose_endpoint` ask, so that a server that
+    answers only its health routes is not chosen. Requests follow the plugin's proxy rule
+    (:func:`pytest_agentgym.transport.proxies.proxy_for`) unless a ``transport`` is
+    injected; a failure through a proxy says so."""
     if config.url is None:
         return Health(False, "not launched yet")
-    health = _probe(config, timeout, api_key, transport)
+    health = _probe(config, timeout, api_key, transport, chat_timeout)
     if not health.ok and transport is None:
         try:
             via = proxy_for(config.url)
@@ -115,23 +121,31 @@ def probe(config: EndpointConfig, *, timeout: float = HEALTH_TIMEOUT, api_key: s
 
 
 def _probe(config: EndpointConfig, timeout: float, api_key: str | None,
-           transport: httpx.BaseTransport | None) -> Health:
+           transport: httpx.BaseTransport | None, chat_timeout: float | None) -> Health:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         with httpx.Client(timeout=timeout, transport=transport or ProxyRouting(), headers=headers) as http:
-            if config.kind == "tensorzero":
-                return _tensorzero_health(http, config)
-            if config.kind == "reference":
-                return _expect_200(http.get(join_url(config.url, "/health")), "/health")
-            if config.kind == "ollama":
-                return _ollama_health(http, config)
-            if config.kind == "vllm":
-                health = _expect_200(http.get(join_url(config.url, "/health")), "/health")
-                if not health.ok:
-                    return health
-            return _models_health(http, config)
+            health = _health(http, config, proving=chat_timeout is not None)
+            if not health.ok or chat_timeout is None:
+                return health
+            return _prove_chat(http, config, health, chat_timeout)
     except httpx.HTTPError as exc:
         return Health(False, redact_text(_failure(exc, timeout)))
+
+
+def _health(http: httpx.Client, config: EndpointConfig, proving: bool) -> Health:
+    """The kind's own health check (docs/model.md tables them)."""
+    if config.kind == "tensorzero":
+        return _tensorzero_health(http, config, proving)
+    if config.kind == "reference":
+        return _expect_200(http.get(join_url(config.url, "/health")), "/health")
+    if config.kind == "ollama":
+        return _ollama_health(http, config)
+    if config.kind == "vllm":
+        health = _expect_200(http.get(join_url(config.url, "/health")), "/health")
+        if not health.ok:
+            return health
+    return _models_health(http, config, proving)
 
 
 def _expect_200(response: httpx.Response, path: str) -> Health:
@@ -140,7 +154,7 @@ def _expect_200(response: httpx.Response, path: str) -> Health:
     return Health(False, f"GET {path} answered HTTP {response.status_code}")
 
 
-def _tensorzero_health(http: httpx.Client, config: EndpointConfig) -> Health:
+def _tensorzero_health(http: httpx.Client, config: EndpointConfig, proving: bool) -> Health:
     """``GET /status`` (a standalone gateway's liveness route), else ``GET /health``;
     when both are 404, whether the ``/openai/v1`` routes are served: the gateway that
     the ``tensorzero`` package runs in-process serves those and nothing else."""
@@ -148,7 +162,7 @@ def _tensorzero_health(http: httpx.Client, config: EndpointConfig) -> Health:
         response = http.get(join_url(config.url, path))
         if response.status_code != 404:
             return _expect_200(response, path)
-    return _chat_route_health(http, config, "GET /status and GET /health answered HTTP 404")
+    return _chat_route_health(http, config, "GET /status and GET /health answered HTTP 404", proving)
 
 
 #: What a chat completions route answers to an empty JSON object: the request is
@@ -156,13 +170,16 @@ def _tensorzero_health(http: httpx.Client, config: EndpointConfig) -> Health:
 _REFUSED_AS_INCOMPLETE = (400, 422)
 
 
-def _chat_route_health(http: httpx.Client, config: EndpointConfig, missing: str) -> Health:
+def _chat_route_health(http: httpx.Client, config: EndpointConfig, missing: str, proving: bool) -> Health:
     """The fallback check of an endpoint whose health route is missing: ``POST
     <base>/chat/completions`` with an empty JSON object. An answer that refuses it as
     incomplete (HTTP 400 or 422) shows that the server is up and serves the route, and
     costs no model call; it does not show that the model name is known: a wrong one is
     the first episode's error. Anything else (404: no such route; 5xx; 401/403) is
-    unhealthy and says so."""
+    unhealthy and says so. When a real chat follows (``proving``), that chat is the
+    check and the empty request is not sent."""
+    if proving:
+        return Health(True)
     url = join_url(config.base_url, "/chat/completions")
     route = urlsplit(url).path
     response = http.post(url, json={})
@@ -194,10 +211,10 @@ def _ollama_health(http: httpx.Client, config: EndpointConfig) -> Health:
     return Health(True, checked_by="GET /api/tags")
 
 
-def _models_health(http: httpx.Client, config: EndpointConfig) -> Health:
+def _models_health(http: httpx.Client, config: EndpointConfig, proving: bool) -> Health:
     response = http.get(join_url(config.base_url, "/models"))
     if response.status_code == 404:  # a server with no model list (TensorZero's OpenAI routes)
-        return _chat_route_health(http, config, "GET /models answered HTTP 404")
+        return _chat_route_health(http, config, "GET /models answered HTTP 404", proving)
     if response.status_code in (401, 403):
         return Health(False, f"GET /models answered HTTP {response.status_code}; set model.api_key_env "
                              f"to the variable holding the key")
@@ -213,12 +230,94 @@ def _models_health(http: httpx.Client, config: EndpointConfig) -> Health:
     return Health(True, checked_by="GET /health and GET /models" if config.kind == "vllm" else "GET /models")
 
 
+# --------------------------------------------------------------------------- the chat that proves a route
+
+
+#: The conversation of the chat that proves a route (sent with ``max_tokens: 1``).
+PROOF_MESSAGES = ({"role": "user", "content": "Answer in one word: are you ready?"},)
+#: What an HTTP 400 or 422 says when it refuses the model, not the conversation.
+_MODEL_REFUSED = re.compile(r"does not exist|not found|unknown model|model_not_found|no such model|not served",
+                            re.IGNORECASE)
+#: What a gateway's 5xx says when its upstream refused the conversation (TensorZero: "Error 400 Bad Request
+#: from openai client"): the route reached the model.
+_UPSTREAM_REFUSED = re.compile(r"\bError 400\b")
+
+
+def _prove_chat(http: httpx.Client, config: EndpointConfig, health: Health, timeout: float) -> Health:
+    """One real chat with the endpoint's model and ``max_tokens: 1``, after its health check.
+    A route that cannot chat (no such route, a key refused, a model not served, a server
+    error, no answer, an answer that is not a chat completion) is unhealthy, naming the
+    request, the HTTP status and the fix. An HTTP 400 or 422 that refuses the conversation
+    and not the model shows that the route serves the model (the reference agent refuses a
+    conversation of no environment it plays), and so does a gateway's 5xx that passes on such
+    a refusal from its upstream, and a 429 (busy, retried by a run)."""
+    url = join_url(config.base_url, "/chat/completions")
+    asked = f"POST {urlsplit(url).path} (a one-token chat with {config.model})"
+    body = {"model": config.model, "messages": list(PROOF_MESSAGES), "max_tokens": 1, "stream": False}
+    try:
+        response = http.post(url, json=body, timeout=timeout)
+    except httpx.HTTPError as exc:
+        return Health(False, redact_text(f"{asked}: {_failure(exc, timeout)}"))
+    code, said = response.status_code, _said(response)
+    refused = (code in (400, 422) or (code >= 500 and _UPSTREAM_REFUSED.search(said) is not None)) \
+        and not _MODEL_REFUSED.search(said)
+    if code == 200 and not _chat_completion(response):
+        return Health(False, f"{asked} answered HTTP 200 without a chat completion ({said[:160]}); is "
+                             f"{redact_url(config.url or '')} an OpenAI-compatible server?")
+    if code not in (200, 429) and not refused:
+        return Health(False, f"{asked} answered HTTP {code} ({said[:160]}); {_chat_fix(config, code, said)}")
+    chat = "a one-token chat" + ("" if code == 200 else ", busy (HTTP 429)" if code == 429
+                                 else f", refused as HTTP {code} for its conversation, not its model")
+    return Health(True, checked_by=f"{health.checked_by}, then {chat}" if health.checked_by
+                  else f"{asked.split(' (')[0]}, {chat}", note=health.note)
+
+
+def _said(response: httpx.Response) -> str:
+    """The server's own words in an answer, on one line (at most 500 characters)."""
+    from types import SimpleNamespace
+
+    from pytest_agentgym.model.errors import server_message
+
+    try:
+        payload = response.json()
+    except ValueError:
+        payload = None
+    said = server_message(SimpleNamespace(body=payload, response=response)) if response.content else "empty body"
+    return redact_text(said)
+
+
+def _chat_completion(response: httpx.Response) -> bool:
+    try:
+        choices = response.json().get("choices")
+    except (ValueError, AttributeError):
+        return False
+    return bool(choices) and isinstance(choices[0], dict) and isinstance(choices[0].get("message"), dict)
+
+
+def _chat_fix(config: EndpointConfig, code: int, said: str) -> str:
+    """What to do about a chat route that refused the one-token chat with ``code``."""
+    where = redact_url(config.url or "")
+    if code in (401, 403):
+        return "set model.api_key_env to the variable holding the endpoint's key"
+    if code == 404 and config.kind == "tensorzero":
+        name = (config.model or "").split("::")[-1]
+        return (f"is {where} a TensorZero gateway whose config has the model {name} (configs/tensorzero/4090.toml "
+                f"is one)? An OpenAI-compatible server without the gateway is kind: openai")
+    if code == 404 or _MODEL_REFUSED.search(said):
+        return (f"does {where} serve the model {config.model} (GET .../models lists what it serves), and is it "
+                f"the {'OpenAI base URL' if config.kind == 'openai' else 'server root'}?")
+    if code >= 500:
+        return "the server failed the chat: its log says why (a gateway answers 502 when its upstream fails)"
+    return "the endpoint does not take an OpenAI chat request"
+
+
 # --------------------------------------------------------------------------- the chain
 
 
 def choose_endpoint(settings: ModelSettings, *, log_dir: str | os.PathLike[str] | None = None,
                     transport: httpx.BaseTransport | None = None, spawned: Any = None) -> ChosenEndpoint:
-    """The first healthy endpoint of ``settings.endpoints``, launching launched kinds.
+    """The first healthy endpoint of ``settings.endpoints`` (an attached one must answer a
+    one-token chat), launching launched kinds.
 
     The notes say which endpoints were passed over and why, e.g. ``primary
     tensorzero at http://localhost:3030 unhealthy (connection refused)`` and
@@ -246,7 +345,8 @@ def choose_endpoint(settings: ModelSettings, *, log_dir: str | os.PathLike[str] 
             except ValueError as exc:
                 notes.append(f"{label} {config.describe(with_model=False)} unusable ({redact_text(str(exc))})")
                 continue
-            health = probe(config, timeout=settings.health_timeout, api_key=key, transport=transport)
+            health = probe(config, timeout=settings.health_timeout, api_key=key, transport=transport,
+                           chat_timeout=settings.request_timeout)
             if not health.ok:
                 notes.append(f"{label} {config.describe(with_model=False)} unhealthy ({health.reason})")
                 continue

@@ -2,12 +2,15 @@
 look, start nothing, run no episode.
 
 Preflight is the field runner's dry run. It checks every endpoint of the
-model chain (not only up to the first healthy one) and says which one a run
-would use; then the environment servers the suites need, as the node's
-servers mode would provide them, and NATS. It prints one line per check and
-returns 0 when a run could go ahead: some endpoint of the chain is usable and
-no needed environment server is down (an unreachable NATS only sends events
-to the outbox, so it is reported, not counted).
+model chain (not only up to the first healthy one) with the run's own check
+(model/endpoints.py ``probe``: its health, then one real chat with its model and
+``max_tokens: 1``) and says which one a run would use; then the environment
+servers the suites need, as the node's servers mode would provide them, and NATS.
+It prints one line per check and returns 0 when a run could go ahead: some
+endpoint of the chain can chat and no needed environment server is down (an
+unreachable NATS only sends events to the outbox, so it is reported, not
+counted); 3 when a run would play nothing of what is missing (NOT PLAYED, exit 3,
+as the run itself would end); 1 for any other problem (a suite that would not load).
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ def _check_endpoint(position: int, endpoint: Any, model: Any) -> EndpointCheck:
         key = read_api_key(key_env) if key_env else None
     except ValueError as exc:
         return EndpointCheck(label, endpoint.describe(), False, f"unusable: {exc}")
-    health = probe(endpoint, timeout=model.health_timeout, api_key=key)
+    health = probe(endpoint, timeout=model.health_timeout, api_key=key, chat_timeout=model.request_timeout)
     return EndpointCheck(label, endpoint.describe(), health.ok,
                          (f"healthy ({health.checked_by})" if health.checked_by else "healthy") if health.ok
                          else f"unhealthy: {health.reason}")
@@ -101,6 +104,7 @@ def preflight(settings: Any, paths: list[str] | None = None, out: TextIO | None 
 
     out = out or sys.stdout
     problems = 0
+    not_played = False  # what a run would end as NOT PLAYED, exit 3
     out.write(f"agentgym preflight: node {settings.node} ({settings.node_file})\n")
     if model is None:
         from pytest_agentgym.run.evaluation import EvaluationRun
@@ -112,7 +116,9 @@ def preflight(settings: Any, paths: list[str] | None = None, out: TextIO | None 
     chosen = next((check for check in checks if check.usable), None)
     if chosen is None:
         problems += 1
-        out.write("  would use: nothing, no endpoint of the chain is usable (every episode would be an error)\n")
+        not_played = True
+        out.write("  would use: nothing, no endpoint of the chain can chat: a run would play no episode "
+                  "(NOT PLAYED, exit 3)\n")
     else:
         out.write(f"  would use: {chosen.label} {chosen.describe}\n")
     from pytest_agentgym.config.suites import suites_under
@@ -132,6 +138,7 @@ def preflight(settings: Any, paths: list[str] | None = None, out: TextIO | None 
         out.write(f"  env {st.name}: {st.url}: {st.health}" + (f" ({st.detail})" if st.detail else "") + "\n")
         if st.health == "down":
             problems += 1
+            not_played = True
     if settings.nats:
         reason = _nats_check(settings.nats)
         out.write(f"  nats {settings.nats}: {'reachable' if reason is None else 'unreachable: ' + reason}"
@@ -139,4 +146,4 @@ def preflight(settings: Any, paths: list[str] | None = None, out: TextIO | None 
     else:
         out.write("  nats: off\n")
     out.write("preflight: " + ("ready" if problems == 0 else f"{problems} problem(s)") + "\n")
-    return 0 if problems == 0 else 1
+    return 0 if problems == 0 else 3 if not_played else 1

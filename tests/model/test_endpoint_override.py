@@ -97,7 +97,7 @@ def test_the_fallback_still_takes_over_from_an_overridden_primary(pytester):
     assert chosen.kind == "ollama" and chosen.base_url == ollama.url + "/v1" and chosen.model == "qwen3:8b"
     assert chosen.notes == (f"primary tensorzero at {dead} unhealthy (connection refused)",
                             f"using fallback ollama qwen3:8b at {ollama.url}")
-    assert [r.path for r in ollama.requests] == ["/api/tags"]
+    assert [r.path for r in ollama.requests] == ["/api/tags", "/v1/chat/completions"]
 
 
 def test_the_header_names_the_variable_or_ini_key_it_came_from(pytester, monkeypatch):
@@ -225,7 +225,8 @@ def test_a_run_says_and_keeps_where_its_endpoints_were_pointed(pointed):
     assert f"agentgym: endpoint reference overridden: {shown}?api_key=*** (--agentgym-endpoint)" in lines
     assert "agentgym: endpoint fallback 1 (openai) overridden: http://***@127.0.0.1:9/v1 (--agentgym-endpoint)" \
         in lines
-    assert f"agentgym: model reference via reference at {shown}/v1?api_key=*** (healthy: GET /health)" in lines
+    assert f"agentgym: model reference via reference at {shown}/v1?api_key=*** (healthy: GET /health, then " \
+        "a one-token chat, refused as HTTP 400 for its conversation, not its model)" in lines
     assert f"'--agentgym-endpoint=reference={shown}?api_key=***,1=http://***@127.0.0.1:9/v1'" in output
     info = json.loads((run_dir / "run.json").read_text())
     assert info["endpoint"] == f"{shown}/v1?api_key=***"  # the running agent, not one the run launched

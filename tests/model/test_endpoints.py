@@ -150,7 +150,10 @@ def test_healthy_primary_is_used_without_notes():
         chosen = choose_endpoint(settings({"kind": "tensorzero", "url": fake.url, "model_name": "q"}))
     assert chosen.kind == "tensorzero" and chosen.notes == ()
     assert chosen.base_url == fake.url + "/openai/v1"
-    assert [r.path for r in fake.requests] == ["/status"]
+    assert [r.path for r in fake.requests] == ["/status", "/openai/v1/chat/completions"]
+    proof = fake.chat_requests()[0].body  # the route is proven by one real chat with the model, one token
+    assert (proof["model"], proof["max_tokens"], proof["stream"]) == ("tensorzero::model_name::q", 1, False)
+    assert chosen.checked_by == "GET /status, then a one-token chat"
 
 
 def test_ollama_without_the_model_is_unhealthy_with_the_pull_command():

@@ -49,7 +49,7 @@ def test_preflight_fails_when_nothing_can_serve_the_model(pytester):
     node = pytester.path / "down.yaml"
     node.write_text("name: down\nmodel: {endpoints: [{kind: openai, url: 'http://127.0.0.1:9/v1', model: m}]}\n")
     result = run(pytester, "--agentgym-node=" + str(node), "--agentgym-preflight")
-    assert result.ret == 1
+    assert result.ret == 3  # a run would be NOT PLAYED, exit 3
     result.stdout.fnmatch_lines(["  model primary: openai m at http://127.0.0.1:9/v1: unhealthy: *",
                                  "  would use: nothing*", "preflight: * problem(s)"])
 
@@ -102,7 +102,7 @@ def test_preflight_shows_every_endpoint_and_the_one_a_run_would_use(pytester):
     result.stdout.fnmatch_lines([
         f"  model primary: tensorzero tensorzero::model_name::qwen35_9b at {gateway.url}: "
         "unhealthy: GET /status answered HTTP 503",
-        f"  model fallback 1: ollama qwen3:8b at {ollama.url}: healthy (GET /api/tags)",
+        f"  model fallback 1: ollama qwen3:8b at {ollama.url}: healthy (GET /api/tags, then a one-token chat)",
         "  model fallback 2: reference reference: launchable (reference is started by the plugin)",
         f"  would use: fallback 1 ollama qwen3:8b at {ollama.url}",
         "preflight: ready",
@@ -122,7 +122,7 @@ def test_preflight_goes_on_past_a_healthy_primary_and_reads_api_keys_like_a_run(
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines([
         f"  model primary: openai m at {keyed.base_url}: unusable: *AGENTGYM_TEST_UNSET_KEY*not set*",
-        f"  model fallback 1: openai m at {served.base_url}: healthy (GET /models)",
+        f"  model fallback 1: openai m at {served.base_url}: healthy (GET /models, then a one-token chat)",
         f"  model fallback 2: ollama qwen3:8b at {ollama.url}: unhealthy: model qwen3:8b not pulled; "
         "run `ollama pull qwen3:8b`",
         f"  would use: fallback 1 openai m at {served.base_url}",
@@ -138,23 +138,23 @@ def test_preflight_checks_the_endpoint_the_command_line_names(pytester):
                      f"--agentgym-base-url={endpoint.base_url}", "--agentgym-model=my-model")
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines([
-        f"  model primary: openai my-model at {endpoint.base_url}: healthy (GET /models)",
+        f"  model primary: openai my-model at {endpoint.base_url}: healthy (GET /models, then a one-token chat)",
         f"  would use: primary openai my-model at {endpoint.base_url}",
     ])
     assert "reference" not in result.stdout.str()  # the node's own chain is replaced, as in a run
 
 
-def test_preflight_without_a_usable_endpoint_says_so_and_exits_1(pytester):
+def test_preflight_without_a_usable_endpoint_says_so_and_exits_3(pytester):
     make_project(pytester)
     port = free_port()
     node = write_node(pytester, "down", f"    - {{kind: ollama, url: 'http://127.0.0.1:{port}', model: 'qwen3:8b'}}\n"
                                         "    - {kind: vllm, model: policy}\n")
     result = run(pytester, f"--agentgym-node={node}", "--agentgym-preflight")
-    assert result.ret == 1
+    assert result.ret == 3
     result.stdout.fnmatch_lines([
         f"  model primary: ollama qwen3:8b at http://127.0.0.1:{port}: unhealthy: connection refused",
         "  model fallback 1: vllm policy: unusable: no checkpoint; pass --agentgym-checkpoint PATH",
-        "  would use: nothing, no endpoint of the chain is usable*",
+        "  would use: nothing, no endpoint of the chain can chat*",
         "preflight: 1 problem(s)",
     ])
 
