@@ -12,6 +12,8 @@ one process (docs/training.md).
 
 from __future__ import annotations
 
+import io
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -32,6 +34,8 @@ class Evaluation:
     summaries: dict[str, Any] = field(default_factory=dict)
     #: every gate and baseline verdict (:class:`~pytest_agentgym.results.gates.GateVerdict`)
     verdicts: list[Any] = field(default_factory=list)
+    #: what pytest and the plugin wrote to the terminal, kept here by a quiet call ("" otherwise)
+    output: str = ""
 
     @property
     def passed(self) -> bool:
@@ -61,6 +65,33 @@ class _Collector:
         self.run_dir = Path(run.run_dir.path) if run is not None else None
 
 
+class _Quiet:
+    """A plugin of a quiet :func:`evaluate` call: pytest's terminal reporter, made at
+    configure time on ``sys.stdout``, is made on a buffer instead. Everything pytest and the
+    plugin print goes through it; ``sys.stdout`` itself is the buffer only while pytest
+    configures (first and last of that hook's implementations)."""
+
+    def __init__(self) -> None:
+        self.buffer = io.StringIO()
+        self.stdout: Any = None
+
+    @pytest.hookimpl(tryfirst=True, specname="pytest_configure")
+    def pytest_configure_first(self, config: pytest.Config) -> None:
+        self.stdout, sys.stdout = sys.stdout, self.buffer
+
+    @pytest.hookimpl(trylast=True, specname="pytest_configure")
+    def pytest_configure_last(self, config: pytest.Config) -> None:
+        self.restore()
+
+    def restore(self) -> None:
+        if self.stdout is not None:
+            sys.stdout, self.stdout = self.stdout, None
+
+
+#: The exit statuses of a run that was judged (every gate passed; an episode or a gate failed).
+_JUDGED = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+
+
 def evaluate(*paths: str | Path, pytest_args: Sequence[str] = (), quiet: bool = True,
              **options: Any) -> Evaluation:
     """Run the suites at ``paths`` (files or directories, as on the command line) now,
@@ -70,7 +101,13 @@ def evaluate(*paths: str | Path, pytest_args: Sequence[str] = (), quiet: bool = 
     ``--agentgym-`` (``node="4090"``, ``checkpoint=...``, ``baseline=...``,
     ``run_id=...``, ``max_rounds=10``; flags take True: ``stop_when_decided=True``);
     None leaves an option out. Anything else goes in ``pytest_args`` as on the command
-    line (``["-k", "Maze"]``). ``quiet`` adds ``-q``.
+    line (``["-k", "Maze"]``).
+
+    ``quiet`` (the default) prints nothing for a run that was judged (exit status 0 or 1:
+    the figures and verdicts are in the result); for any other end (2 interrupted, 3 NOT
+    PLAYED or an internal error, 4 a usage error, 5 nothing selected) what the run would
+    have printed, with ``-q``, goes to stderr, so the reason is seen. Either way it is in
+    :attr:`Evaluation.output`. ``quiet=False`` prints as ``pytest`` does.
 
     An unknown keyword is a ``TypeError`` naming the known ones. Usage errors of the
     run itself (a node that does not exist) are exit status 4, as with pytest."""
@@ -88,6 +125,12 @@ def evaluate(*paths: str | Path, pytest_args: Sequence[str] = (), quiet: bool = 
         args.append(option.flag if option.parse is None else f"{option.flag}={value}")
     args += ["-q"] if quiet else []
     args += list(pytest_args)
-    collector = _Collector()
-    code = pytest.main(args, plugins=[collector])
-    return Evaluation(int(code), collector.run_dir, collector.summaries, collector.verdicts)
+    collector, muted = _Collector(), _Quiet()
+    try:
+        code = pytest.main(args, plugins=[collector, muted] if quiet else [collector])
+    finally:
+        muted.restore()  # a plugin's pytest_configure that raised leaves it to here
+    output = muted.buffer.getvalue()
+    if quiet and code not in _JUDGED:
+        sys.stderr.write(output)
+    return Evaluation(int(code), collector.run_dir, collector.summaries, collector.verdicts, output if quiet else "")

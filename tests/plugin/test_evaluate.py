@@ -46,18 +46,24 @@ print("RESULT " + json.dumps(calls))
 """
 
 
+def script_result(pytester, text: str, node) -> object:
+    """Run ``text`` as a training script of its own (argument: the node profile) and return
+    what it printed after ``RESULT `` (JSON)."""
+    script = pytester.path / "script.py"
+    script.write_text(text)
+    done = pytester.run(sys.executable, str(script), str(node), timeout=600)
+    assert done.ret == 0, done.stderr.str()[-3000:]
+    (line,) = [line for line in done.outlines if line.startswith("RESULT ")]
+    return json.loads(line[len("RESULT "):])
+
+
 def test_three_evaluations_in_one_process_match_pytest_and_leave_nothing_behind(pytester):
     node = make_project(pytester)
     suite(pytester, "maze", "environment: Maze\ntasks: 0-3\ngates: ['success_rate >= 0.5']\n")
     suite(pytester, "wordle", "environment: Wordle\ntasks: 0-2\n")
     by_pytest = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-run-id=cli")
     assert by_pytest.ret == 0
-    script = pytester.path / "train.py"
-    script.write_text(TRAINING_SCRIPT)
-    done = pytester.run(sys.executable, str(script), str(node), timeout=600)
-    assert done.ret == 0, done.stderr.str()[-3000:]
-    (line,) = [line for line in done.outlines if line.startswith("RESULT ")]
-    calls = json.loads(line[len("RESULT "):])
+    calls = script_result(pytester, TRAINING_SCRIPT, node)
     summary = run_json(pytester, "cli")
     assert [c["exit"] for c in calls] == [0, 0, 0]
     assert [c["run_dir"] for c in calls] == [str(pytester.path / "reports" / f"step-{s}") for s in (10, 20, 30)]
@@ -119,3 +125,47 @@ def test_keywords_become_the_plugins_flags(monkeypatch):
     assert seen["args"] == ["suites", "--agentgym-node=4090", "--agentgym-max-rounds=10",
                             "--agentgym-stop-when-decided", "-q", "-k", "Maze"]
     assert result.exit_code == 0 and result.run_dir is None and result.metrics() == {}
+
+
+QUIET_SCRIPT = """
+import json, os, sys, tempfile
+import pytest_agentgym
+
+def captured(**kwargs):
+    '''One evaluate() call with file descriptors 1 and 2 on files of their own: all it prints.'''
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        sys.stdout.flush(); sys.stderr.flush()
+        saved = os.dup(1), os.dup(2)
+        os.dup2(out.fileno(), 1); os.dup2(err.fileno(), 2)
+        try:
+            result = pytest_agentgym.evaluate("suites", pytest_args=["-p", "no:cacheprovider"], **kwargs)
+        finally:
+            sys.stdout.flush(); sys.stderr.flush()
+            os.dup2(saved[0], 1); os.dup2(saved[1], 2)
+        out.seek(0); err.seek(0)
+        return {"exit": result.exit_code, "out": out.read().decode(), "err": err.read().decode(),
+                "output": getattr(result, "output", None)}
+
+node = sys.argv[1]
+calls = {"passed": captured(node=node, run_id="passed"),
+         "failed": captured(node=node, run_id="failed", max_rounds=1),
+         "usage": captured(node="no-such-node"),
+         "loud": captured(node=node, run_id="loud", quiet=False)}
+print("RESULT " + json.dumps(calls))
+"""
+
+
+def test_quiet_prints_nothing_for_a_judged_run_and_the_reason_for_any_other(pytester):
+    """``quiet`` (the default): a run that passed or failed prints nothing at all (issue 41:
+    it printed 36 lines); a usage error still says what was wrong, on stderr; ``quiet=False``
+    prints what pytest prints."""
+    node = make_project(pytester)
+    suite(pytester, "maze", "environment: Maze\ntasks: 0-1\ngates: ['success_rate >= 0.5']\n")
+    calls = script_result(pytester, QUIET_SCRIPT, node)
+    assert [calls[k]["exit"] for k in ("passed", "failed", "usage", "loud")] == [0, 1, 4, 0]
+    for judged in ("passed", "failed"):
+        assert (calls[judged]["out"], calls[judged]["err"]) == ("", ""), calls[judged]
+    assert "GATE FAILED: Maze success_rate >= 0.5" in calls["failed"]["output"]  # kept for the caller
+    assert calls["usage"]["out"] == ""
+    assert "--agentgym-node=no-such-node: unknown node" in calls["usage"]["err"]
+    assert "GATE PASSED: Maze success_rate >= 0.5" in calls["loud"]["out"] and calls["loud"]["output"] == ""
