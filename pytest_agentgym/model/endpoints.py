@@ -262,10 +262,10 @@ def _prove_chat(http: httpx.Client, config: EndpointConfig, health: Health, time
     refused = (code in (400, 422) or (code >= 500 and _UPSTREAM_REFUSED.search(said) is not None)) \
         and not _MODEL_REFUSED.search(said)
     if code == 200 and not _chat_completion(response):
-        return Health(False, f"{asked} answered HTTP 200 without a chat completion ({said[:160]}); is "
+        return Health(False, f"{asked} answered HTTP 200 without a chat completion ({_short(said)}); is "
                              f"{redact_url(config.url or '')} an OpenAI-compatible server?")
     if code not in (200, 429) and not refused:
-        return Health(False, f"{asked} answered HTTP {code} ({said[:160]}); {_chat_fix(config, code, said)}")
+        return Health(False, f"{asked} answered HTTP {code} ({_short(said)}); {_chat_fix(config, code, said)}")
     chat = "a one-token chat" + ("" if code == 200 else ", busy (HTTP 429)" if code == 429
                                  else f", refused as HTTP {code} for its conversation, not its model")
     return Health(True, checked_by=f"{health.checked_by}, then {chat}" if health.checked_by
@@ -284,6 +284,10 @@ def _said(response: httpx.Response) -> str:
         payload = None
     said = server_message(SimpleNamespace(body=payload, response=response)) if response.content else "empty body"
     return redact_text(said)
+
+
+def _short(said: str, most: int = 160) -> str:
+    return said if len(said) <= most else said[:most - 3].rstrip() + "..."
 
 
 def _chat_completion(response: httpx.Response) -> bool:

@@ -147,9 +147,9 @@ def test_an_openai_server_named_as_the_gateway_cannot_chat_on_the_gateways_route
     assert not health.ok
     assert health.reason.startswith(f"POST /openai/v1/chat/completions (a one-token chat with {MODEL}) answered "
                                     f"HTTP 404 (no route /openai/v1/chat/completions here; the reference agent "
-                                    f"serves GET /"), health.reason  # the server's own words, cut at 160 characters
+                                    f"serves GET /"), health.reason  # the server's own words, cut at 160 characters with ...
     assert health.reason.endswith(
-        f"); is {agent} a TensorZero gateway whose config has the model qwen35_9b (configs/tensorzero/4090.toml "
+        f"...); is {agent} a TensorZero gateway whose config has the model qwen35_9b (configs/tensorzero/4090.toml "
         f"is one)? An OpenAI-compatible server without the gateway is kind: openai")
 
 
