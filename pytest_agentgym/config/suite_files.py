@@ -99,12 +99,13 @@ class SuitePlaces:
 
     @classmethod
     def of(cls, args: Sequence[str], folders: Sequence[str | Path] = (), base: Path | None = None) -> SuitePlaces:
-        """The YAML files among the command line's ``args`` (node ids allowed) and the
-        ``folders`` (relative ones to ``base``)."""
-        named = (Path(str(a).split("::")[0]) for a in args)
+        """The YAML files among the command line's ``args`` (node ids allowed), the packaged
+        batteries' folders among them, and the ``folders`` (relative ones to ``base``)."""
         base = base or Path.cwd()
-        return cls(frozenset(p.resolve() for p in named if is_yaml(p)),
-                   tuple((base / f).resolve() for f in folders))
+        named = [(base / str(a).split("::")[0]).resolve() for a in args]
+        packaged = [p for p in named if not is_yaml(p) and p.is_relative_to(PACKAGED_SUITES)]
+        return cls(frozenset(p for p in named if is_yaml(p)),
+                   tuple((base / f).resolve() for f in folders) + tuple(packaged))
 
     def hold(self, path: Path) -> bool:
         if not (self.files or self.folders) or not is_yaml(path):

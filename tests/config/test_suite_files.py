@@ -61,6 +61,8 @@ def test_where_the_user_said_suites_are_every_yaml_file_is_one(tmp_path):
     named = str(tmp_path / "config" / "app.yaml")
     assert list(suite_files([f"{named}::X[1]"])) == [tmp_path / "config" / "app.yaml"]  # a file named: a suite
     assert not is_suite_file(tmp_path / "config" / "app.yaml", places)
+    battery = SuitePlaces.of([str(PACKAGED_SUITES / "lightweight")], base=tmp_path)
+    assert battery.folders == (PACKAGED_SUITES / "lightweight",)
 
 
 def test_the_packaged_batteries_and_a_name_that_is_not_one():
