@@ -12,7 +12,6 @@ and the trend page. Skips without Chromium unless AGENTGYM_REQUIRE_BROWSER=1.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +21,6 @@ import pytest
 
 from pytest_agentgym.report.index import write_index
 
-from helpers import REPO
 from helpers.report_fixtures import NO_BROWSER, REQUIRE_BROWSER, HeadlessChromium, find_chromium
 from helpers.runs_index import get
 from helpers.view_pages import chromium, serving
@@ -81,10 +79,6 @@ def pytest_agentgym_add_environments(config, specs):
 """
 
 
-def _suite(env: str, tasks: str) -> str:
-    return f"environment: {env}\ntasks: {tasks}\n"
-
-
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory) -> Path:
     project = tmp_path_factory.mktemp("wide-project")
@@ -93,7 +87,7 @@ def reports(tmp_path_factory) -> Path:
     (project / "conftest.py").write_text(CONFTEST)
     (project / "suites").mkdir()
     for number, env in enumerate(("BabyAI", "TextCraft", "Maze", "Wordle", *LONG_ENVS)):
-        (project / "suites" / f"s{number}.yaml").write_text(_suite(env, "0-2"))
+        (project / "suites" / f"s{number}.yaml").write_text(f"environment: {env}\ntasks: 0-2\n")
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "suites",
                            "--agentgym-node=nodes/lab.yaml", "--agentgym-run-id=wide",
                            f"--agentgym-checkpoint={CHECKPOINT}"],
