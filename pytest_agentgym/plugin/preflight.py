@@ -117,7 +117,7 @@ def preflight(settings: Any, paths: list[str] | None = None, out: TextIO | None 
     if chosen is None:
         problems += 1
         not_played = True
-        out.write("  would use: nothing, no endpoint of the chain can chat: a run would play no episode "
+        out.write("  would use: nothing, no endpoint of the chain is usable: a run would play no episode "
                   "(NOT PLAYED, exit 3)\n")
     else:
         out.write(f"  would use: {chosen.label} {chosen.describe}\n")

@@ -154,7 +154,7 @@ def test_preflight_without_a_usable_endpoint_says_so_and_exits_3(pytester):
     result.stdout.fnmatch_lines([
         f"  model primary: ollama qwen3:8b at http://127.0.0.1:{port}: unhealthy: connection refused",
         "  model fallback 1: vllm policy: unusable: no checkpoint; pass --agentgym-checkpoint PATH",
-        "  would use: nothing, no endpoint of the chain can chat*",
+        "  would use: nothing, no endpoint of the chain is usable*",
         "preflight: 1 problem(s)",
     ])
 

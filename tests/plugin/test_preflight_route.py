@@ -46,7 +46,7 @@ def test_preflight_names_a_route_that_answers_health_but_cannot_chat_and_exits_3
     assert result.ret == 3, result.stdout.str()
     result.stdout.fnmatch_lines([
         f"  model primary: openai fake-model at {fake.base_url}: unhealthy: {refused_route(fake.url)}",
-        "  would use: nothing, no endpoint of the chain can chat: a run would play no episode (NOT PLAYED, exit 3)",
+        "  would use: nothing, no endpoint of the chain is usable: a run would play no episode (NOT PLAYED, exit 3)",
         "preflight: 1 problem(s)",
     ])
     assert seen == [("GET", "/v1/models"), ("POST", "/v1/chat/completions")]
