@@ -117,7 +117,6 @@ def resolve_settings(config: pytest.Config) -> Settings:
     from pytest_agentgym.config.settings import SettingsError, resolve
     from pytest_agentgym.results.ledger import LedgerError
     from pytest_agentgym.run.checks import baseline_usable
-    from pytest_agentgym.run.resuming import refuse_another_model
 
     values = {option.name: _value(config, option.name) for option in OPTIONS}
     endpoint = given(config, BY_NAME["endpoint"])  # the header names where an endpoint's URL came from
@@ -127,7 +126,10 @@ def resolve_settings(config: pytest.Config) -> Settings:
                            add_environments=lambda specs: config.hook.pytest_agentgym_add_environments(
                                config=config, specs=specs))
         baseline_usable(settings)
-        refuse_another_model(settings, [str(a) for a in config.args])  # before any server or model starts
+        if settings.resume is not None:  # before any server or model starts
+            from pytest_agentgym.run.resuming import refuse_another_model
+
+            refuse_another_model(settings, [str(a) for a in config.args])
     except (ProfileError, SettingsError, LedgerError) as exc:
         raise pytest.UsageError(str(exc)) from None
     return settings
