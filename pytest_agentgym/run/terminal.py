@@ -19,7 +19,8 @@ def show_sampling(sampling: dict[str, Any]) -> str:
 def header_lines(run: Any, probe: bool) -> list[str]:
     """Before collection: the node, the resumed run, the endpoints --agentgym-endpoint
     pointed elsewhere, the model endpoint (probed unless ``probe`` is false, as with
-    --collect-only, and how it was found healthy), the node's sampling, the rerun command."""
+    --collect-only, and how it was found healthy), the node's sampling, the rerun command;
+    under xdist (planned before the header) whether anything judges the run."""
     from pytest_agentgym.results.redact import redact_text
 
     s = run.settings
@@ -49,6 +50,7 @@ def header_lines(run: Any, probe: bool) -> list[str]:
     lines.append("agentgym: sampling " + (show_sampling(sampling) or "endpoint defaults")
                  + " (node and --agentgym-sampling over the suites')")
     lines.append(f"agentgym: rerun with: {s.command}")
+    lines.extend(unjudged_lines(run))  # planned already only under xdist (else after collection)
     return [redact_text(line) for line in lines]
 
 
