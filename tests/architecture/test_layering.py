@@ -277,7 +277,7 @@ def test_the_import_graph_reads_every_place_as_it_runs():
     assert "benchmarks/gates/simulated_runs.py" in graph["benchmarks/gates/gate_calibration.py"]
     assert "tests/helpers/report_fixtures.py" in graph["benchmarks/data/report_10k.py"]
     assert "tests/helpers/waiting.py" in graph["tests/helpers/queue_fleet.py"]
-    assert "tests/compare/test_compare.py" in graph["tests/compare/test_compare_paths.py"]  # a bare name
+    assert "tests/transport/_keepalive_server.py" in graph["tests/transport/test_back_pressure.py"]  # a bare name
     assert "tests/conftest.py" not in {t for targets in graph.values() for t in targets}
 
 

@@ -11,7 +11,9 @@ import pytest
 
 from pytest_agentgym.compare import compare_runs
 from pytest_agentgym.compare import statistics as stats
-from test_compare import write_run
+
+from helpers.marked_runs import write_run
+
 
 # -- the discrete step-down (point 6) -----------------------------------------------------------------
 

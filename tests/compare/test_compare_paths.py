@@ -15,7 +15,8 @@ from pytest_agentgym.compare import statistics as stats
 from pytest_agentgym.compare.judgement import _Estimate, _judge
 from pytest_agentgym.compare.pairing import EnvPairs
 from pytest_agentgym.results.gates import TOLERANCE
-from test_compare import write_run
+
+from helpers.marked_runs import write_run
 
 
 # -- the statistics without scipy ---------------------------------------------------------------------
