@@ -32,7 +32,7 @@ from pytest_agentgym.compare.comparison import Comparison, EnvComparison, worst
 from pytest_agentgym.compare.error import CompareError
 from pytest_agentgym.compare.error_rule import budget_reason, errors_decide
 from pytest_agentgym.compare.pairing import METRICS, EnvPairs, one_sided_error, pair_env
-from pytest_agentgym.compare.runs import LoadedRun, load_run
+from pytest_agentgym.compare.runs import LoadedRun, load_run, unreadable_note
 from pytest_agentgym.compare.settings_check import settings_differences
 from pytest_agentgym.config.tasks import describe_keys
 from pytest_agentgym.results.gates import DEFAULT_MAX_ERROR_RATE, TOLERANCE
@@ -287,6 +287,10 @@ def compare_runs(base: str | Path | RunDir | LoadedRun, candidate: str | Path | 
               "candidate": resume_command(cand_run.info, cand_run.path)}
     environments = judge_records(base_run.records, cand_run.records, names, metric=metric, margin=margin,
                                  alpha=alpha, max_error_rate=max_error_rate, resume=resume)
+    for env, judged in environments.items():  # errored keys that are lines no reader could read
+        note = unreadable_note(env, judged.flips, base_run, cand_run)
+        if note:
+            environments[env] = dataclasses.replace(judged, detail=f"{judged.detail}; {note}")
     return Comparison(base=base_run.given, candidate=cand_run.given, base_run_id=base_run.info.run_id,
                       candidate_run_id=cand_run.info.run_id, metric=metric, margin=margin, alpha=alpha,
                       verdict=worst([e.verdict for e in environments.values()]),

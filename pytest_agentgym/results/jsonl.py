@@ -219,6 +219,13 @@ class SkippedLine:
     #: What the line is, when it is neither torn nor unreadable (a record of a later
     #: generation than its run's: :func:`~pytest_agentgym.results.reading.read_episodes_file`)
     what: str = ""
+    #: The episode a line of episodes.jsonl names when it is a record but for its numbers (a
+    #: NaN or infinite reward, a number beyond the ranges): (env, task index, repeat), with
+    #: the line's generation and model; compare counts that episode as errored
+    #: (:func:`~pytest_agentgym.results.reading.named_episode`). None for any other line.
+    key: tuple[str, int, int] | None = None
+    generation: int | None = None
+    model: str | None = None
 
     def __str__(self) -> str:
         what = self.what or ("a torn last line" if self.torn else "an unreadable line")

@@ -6,7 +6,8 @@ be parsed and checked whole to know whether it is a record: a 10,000-episode run
 130 MB of JSON, most of it turns. The report reads every line whole anyway when it is
 rendered (at the end of every run, shard, merge and rollout session), so that reading
 leaves behind ``episodes.light.json``: each kept record's own fields (its line's JSON
-without ``turns``), its line number and byte offset, the skipped lines and the duplicates,
+without ``turns``), its line number and byte offset, the skipped lines (with the episode
+each names, if any) and the duplicates,
 exactly what :func:`~pytest_agentgym.results.reading.read_episodes_file` found. A later
 reader without trajectories takes that instead of the 130 MB.
 
@@ -135,7 +136,7 @@ def save(path: Path, made_from: list[Any] | None, found: Any, light: list[dict[s
     index = {"format": FORMAT, "rules": rules(), "stamp": made_from, "fields": names, "records": rows,
              "lines": found.lines,
              "offsets": found.offsets,
-             "skipped": [[s.line, s.reason, s.torn] for s in found.skipped],
+             "skipped": [[s.line, s.reason, s.torn, s.key, s.generation, s.model] for s in found.skipped],
              "duplicates": [[list(d.key), d.generation, d.line, d.kept_line, d.identical] for d in found.duplicates]}
     target = index_path(path)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
@@ -201,7 +202,9 @@ def load(path: Path) -> Indexed | None:
         name = str(path)
         found = Indexed(_records(data["records"]), data["lines"],
                         data["offsets"],
-                        [SkippedLine(name, line, reason, torn) for line, reason, torn in data["skipped"]],
+                        [SkippedLine(name, line, reason, torn, key=tuple(key) if key else None,
+                                     generation=generation, model=model)
+                         for line, reason, torn, key, generation, model in data["skipped"]],
                         [Duplicate(tuple(key), generation, line, kept, name, identical)
                          for key, generation, line, kept, identical in data["duplicates"]])
     except (KeyError, TypeError, ValueError):  # an index this reader did not write

@@ -7,7 +7,9 @@ and trend, merge, resume and the rollout service all read a run's records throug
 * a line that is no record (not UTF-8, not JSON, another JSON type, a field of the
   wrong type, a non-finite number: :func:`~pytest_agentgym.results.record_checks.check_record_data`)
   is skipped and reported with its line number and the reason
-  (:class:`~pytest_agentgym.results.jsonl.SkippedLine`);
+  (:class:`~pytest_agentgym.results.jsonl.SkippedLine`); one that is a record but for its
+  numbers (a NaN reward) also says which episode it names (:func:`named_episode`), which
+  compare counts as errored (:func:`unreadable_episode`);
 * a second record of the same (env, task, repeat) in the same generation is a
   :class:`~pytest_agentgym.results.current.Duplicate`: the first written counts (the
   file is append-only, so the first line is the first thing the run said of the
@@ -31,6 +33,7 @@ the byte offset of each line (``EpisodesFile.offsets``) to read one record whole
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import gc
 import json
@@ -44,13 +47,16 @@ from pytest_agentgym.results import light_index
 from pytest_agentgym.results.current import Duplicate, Key, Records, current_records
 from pytest_agentgym.results.jsonl import UNREADABLE, SkippedLine, parse_fast, parse_line, read_numbered
 from pytest_agentgym.results.record_checks import check_record_data
-from pytest_agentgym.results.records import TURN_NAMES, TURN_REQUIRED, EpisodeRecord
+from pytest_agentgym.results.records import TURN_NAMES, TURN_REQUIRED, EpisodeRecord, ErrorInfo
 
-__all__ = ["LATER_GENERATION", "EpisodesFile", "read_episodes_file", "read_record_at", "record_without_turns",
-           "run_generation"]
+__all__ = ["LATER_GENERATION", "UNREADABLE_RECORD", "EpisodesFile", "named_episode", "read_episodes_file",
+           "read_record_at", "record_without_turns", "run_generation", "unreadable_episode"]
 
 #: What a skipped line is (``SkippedLine.what``) when its record's generation is beyond the run's.
 LATER_GENERATION = "a record of a later generation than the run's"
+#: The error type of the record that stands for a line naming its episode that is no record
+#: (:func:`unreadable_episode`).
+UNREADABLE_RECORD = "UnreadableRecord"
 
 
 @dataclass
@@ -124,6 +130,41 @@ def record_without_turns(data: Any) -> EpisodeRecord:
     return EpisodeRecord._build({**data, "turns": ()})
 
 
+def named_episode(raw: bytes) -> tuple[Key, int, str] | None:
+    """The episode a line that is no record names, when it is a record but for its numbers (a
+    NaN or infinite reward, a number beyond the ranges: what ``EpisodeRecord.from_dict`` takes
+    and ``from_line`` refuses), with an index, repeat and generation in their ranges:
+    ``((env, task, repeat), generation, model)``. None for any other line (not JSON, a field of
+    the wrong type, a field missing): it names nothing that can be trusted."""
+    try:
+        record = EpisodeRecord.from_dict(parse_line(raw))  # Python's json reads NaN and Infinity
+        check_record_data({"task_index": record.task_index, "repeat": record.repeat,
+                           "generation": record.generation})
+    except UNREADABLE:
+        return None
+    return record.key, record.generation, record.model
+
+
+def unreadable_episode(skipped: SkippedLine, run_id: str) -> EpisodeRecord:
+    """The errored record that stands for ``skipped``, a line that names its episode
+    (``skipped.key``) but is no record: no reward, an error of type :data:`UNREADABLE_RECORD`
+    whose message is the skipped line's (file, line number, reason). A reader that counts
+    such an episode (compare) counts it as any episode recorded with an error."""
+    assert skipped.key is not None, skipped
+    env, task, repeat = skipped.key
+    return EpisodeRecord.errored(run_id, env, task, repeat, ErrorInfo(UNREADABLE_RECORD, str(skipped), "harness"),
+                                 started_at="", model=skipped.model or "", generation=skipped.generation or 1)
+
+
+def _naming(skipped: SkippedLine, raw: bytes) -> SkippedLine:
+    """``skipped`` (the line ``raw``) with the episode it names, if it names one (:func:`named_episode`)."""
+    named = named_episode(raw)
+    if named is None:
+        return skipped
+    key, generation, model = named
+    return dataclasses.replace(skipped, key=key, generation=generation, model=model)
+
+
 def run_generation(path: str | Path) -> int | None:
     """The generation the run of ``path`` (its episodes.jsonl) is at: run.json's ``generation``
     beside it (1 when run.json names none, as :class:`~pytest_agentgym.results.records.RunInfo`
@@ -147,15 +188,19 @@ def without_later_generations(found: EpisodesFile, run: int | None) -> EpisodesF
     """``found`` without its records (and duplicates) of a generation beyond ``run`` (the run's
     generation; None: no limit), each moved to the skipped lines as :data:`LATER_GENERATION`."""
     if run is None or (all(r.generation <= run for r in found.records)
-                       and all(d.generation <= run for d in found.duplicates)):
+                       and all(d.generation <= run for d in found.duplicates)
+                       and all((s.generation or 1) <= run for s in found.skipped)):
         return found
     name = str(found.path)
+    # a line that is no record and names an episode of a later generation names none of this run
+    unnamed = [s if (s.generation or 1) <= run else dataclasses.replace(s, key=None, generation=None, model=None)
+               for s in found.skipped]
     keep = [i for i, record in enumerate(found.records) if record.generation <= run]
     later = [SkippedLine(name, line, _later_reason(record.generation, run), what=LATER_GENERATION)
              for line, record in zip(found.lines, found.records) if record.generation > run]
     later += [SkippedLine(name, d.line or 0, _later_reason(d.generation, run), what=LATER_GENERATION)
               for d in found.duplicates if d.generation > run]
-    skipped = sorted([*found.skipped, *later], key=lambda s: s.line)
+    skipped = sorted([*unnamed, *later], key=lambda s: s.line)
     duplicates = [d for d in found.duplicates if d.generation <= run]
     records = Records([found.records[i] for i in keep], duplicates=duplicates, skipped=skipped)
     return EpisodesFile(found.path, records, [found.lines[i] for i in keep], skipped, duplicates,
@@ -192,19 +237,28 @@ def _read(path: Path, convert: Callable[[Any], EpisodeRecord], parse: Callable[[
     made_from = light_index.stamp(path) if keep_index else None
     light: dict[int, dict[str, Any]] = {}  # id(record) -> its line's JSON without turns, for the index
     line = [b""]  # the line being converted: read again by the standard library if refused
+    refused: list[bytes] = []  # each line skipped, in order (one per SkippedLine): what it names
 
     def remember(raw: bytes) -> Any:
         line[0] = raw
-        return read(raw)
+        try:
+            return read(raw)
+        except UNREADABLE:
+            refused.append(raw)
+            raise
 
     def checked(data: Any) -> EpisodeRecord:
         try:
             record = convert(data)
         except UNREADABLE:
-            if parse is parse_line:
+            try:
+                if parse is parse_line:
+                    raise
+                data = again(line[0])  # the standard library's reading says why (an integer beyond 64 bits)
+                record = convert(data)
+            except UNREADABLE:
+                refused.append(line[0])
                 raise
-            data = again(line[0])  # the standard library's reading says why (an integer beyond 64 bits)
-            record = convert(data)
         if made_from is not None:
             light[id(record)] = light_index.light_fields(data)
         return record
@@ -212,6 +266,7 @@ def _read(path: Path, convert: Callable[[Any], EpisodeRecord], parse: Callable[[
     read, again = strict(parse), strict(parse_line)
     with _no_cycle_collection():
         numbered, skipped = read_numbered(path, checked, parse=remember)
+    skipped = [_naming(s, raw) for s, raw in zip(skipped, refused, strict=True)]
     first: dict[tuple[Key, int], tuple[int, int]] = {}  # (key, generation) -> (line, offset)
     records: list[EpisodeRecord] = []
     lines: list[int] = []

@@ -66,6 +66,9 @@ NOT_RECORDS = {
                                      "unexpected keyword argument 'mood'"),
     "nested too deep": (b"[" * 200_000 + b"]" * 200_000 + b"\n", "JSON nested too deeply to read"),
 }
+#: The lines that are a record but for their numbers: each names its episode (Maze task 9),
+#: which compare counts as errored (tests/compare/test_compare_unreadable_lines.py)
+NAMED = {"reward NaN", "reward Infinity", "duration -Infinity", "reward beyond any sum", "turn reward NaN"}
 
 
 def _run_with(tmp_path: Path, line: bytes) -> RunDir:
@@ -93,8 +96,10 @@ def test_every_reader_skips_a_line_that_is_no_record(tmp_path, case):
     page = render_run_dir(run.path)
     assert page.is_file()
 
-    loaded = load_run(run.path, "candidate")  # compare and trend
-    assert sorted(k[1] for k in loaded.keys) == [0, 1, 2]
+    assert skipped[0].key == (("Maze", 9, 0) if case in NAMED else None)
+    loaded = load_run(run.path, "candidate")  # compare and trend: the named episode as errored
+    assert sorted(k[1] for k in loaded.keys) == ([0, 1, 2, 9] if case in NAMED else [0, 1, 2])
+    assert [r.error.type for r in loaded.records if r.task_index == 9] == (["UnreadableRecord"] if case in NAMED else [])
 
     ledger = RunLedger.resume(run.path)  # resume keeps the scored episodes
     assert sorted(key[1] for key in ledger.kept) == [0, 1, 2]

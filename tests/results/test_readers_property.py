@@ -17,7 +17,8 @@ when it is the first line of its (env, task, repeat, generation) and its generat
 newest of its (env, task, repeat). The readers parse with orjson, which reads an integer
 beyond 64 bits as a float: records are compared with such an integer as that float
 (:func:`plain`), and compare's, trend's and the report's without their turns, which they
-do not keep.
+do not keep. Compare and trend also count each line that is no record but names its episode
+(:func:`names_an_episode`) as that episode errored, where its generation has no record.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from pytest_agentgym.report.trend import build_trend
 from pytest_agentgym.results.current import current_records
 from pytest_agentgym.results.jsonl import encode_line
 from pytest_agentgym.results.ledger import RunLedger
+from pytest_agentgym.results.record_checks import MAX_WHOLE
 from pytest_agentgym.results.records import EpisodeRecord
 from pytest_agentgym.results.store import RunDir
 from pytest_agentgym.run import shards
@@ -151,10 +153,28 @@ class Expected:
     duplicates: dict[int, tuple[int, bool]]
     #: (env, task, repeat) -> the line number of the record that counts
     current: dict[tuple, int]
+    #: line number -> ((env, task, repeat), generation) of each line that is no record but names
+    #: its episode (:func:`names_an_episode`)
+    named: dict[int, tuple] = dataclasses.field(default_factory=dict)
 
     @property
     def counted(self) -> dict[tuple, EpisodeRecord]:
         return {key: self.records[line] for key, line in self.current.items()}
+
+    @property
+    def compared(self) -> dict[tuple, tuple[int, EpisodeRecord | None]]:
+        """What compare and trend count: (env, task, repeat) -> (generation, the record, or None
+        for a line naming its episode), the newest generation's first line, a line naming an
+        episode only where its generation has no record."""
+        readable = {(r.key, r.generation) for r in self.records.values()}
+        lines = [(n, r.key, r.generation, r) for n, r in self.records.items() if n not in self.duplicates]
+        lines += [(n, key, generation, None) for n, (key, generation) in self.named.items()
+                  if (key, generation) not in readable]
+        found: dict[tuple, tuple[int, EpisodeRecord | None]] = {}
+        for _, key, generation, record in sorted(lines, key=lambda line: line[0]):
+            if key not in found or generation > found[key][0]:
+                found[key] = (generation, record)
+        return found
 
 
 def _no_constant(name: str) -> None:
@@ -171,8 +191,22 @@ def strict_json(raw: bytes):
 RUN_GENERATION = 2
 
 
+def names_an_episode(raw: bytes) -> tuple | None:
+    """((env, task, repeat), generation) that a line that is no record names: when Python's json
+    reads it and ``EpisodeRecord.from_dict`` (the types alone) takes it, with its index and repeat
+    from 0, its generation from 1 to the run's, each to 2**53 - 1 (docs/results.md)."""
+    try:
+        record = EpisodeRecord.from_dict(json.loads(raw.decode("utf-8")))
+    except Exception:  # noqa: BLE001 - whatever it is, it names nothing
+        return None
+    if not (0 <= record.task_index <= MAX_WHOLE and 0 <= record.repeat <= MAX_WHOLE
+            and 1 <= record.generation <= min(RUN_GENERATION, MAX_WHOLE)):
+        return None
+    return record.key, record.generation
+
+
 def expected_of(text: bytes) -> Expected:
-    records, skipped, raw_of = {}, [], {}
+    records, skipped, raw_of, named = {}, [], {}, {}
     for number, raw in enumerate(io.BytesIO(text), 1):  # lines end at b"\n" only, as the readers read
         if raw.isspace():
             continue
@@ -180,6 +214,8 @@ def expected_of(text: bytes) -> Expected:
             record = EpisodeRecord.from_line(strict_json(raw))  # strict JSON, then the record check
         except Exception:  # noqa: BLE001 - whatever it is, it is no record
             skipped.append(number)
+            if (names := names_an_episode(raw)) is not None:
+                named[number] = names
             continue
         if record.generation > RUN_GENERATION:
             skipped.append(number)
@@ -196,7 +232,7 @@ def expected_of(text: bytes) -> Expected:
     for (key, generation) in first:
         newest[key] = max(newest.get(key, generation), generation)
     current = {key: first[(key, generation)] for key, generation in newest.items()}
-    return Expected(records, skipped, duplicates, current)
+    return Expected(records, skipped, duplicates, current, named)
 
 
 def plain(value: Any) -> Any:
@@ -264,19 +300,24 @@ def check_report(run: RunDir, expected: Expected) -> None:
 
 
 def check_compare_and_trend(clean: Path, run: RunDir, expected: Expected) -> None:
-    if not expected.current:
+    compared = expected.compared
+    if not compared:
         with pytest.raises(CompareError, match="holds no readable episode"):
             load_run(run.path, "candidate")
         return
     loaded = load_run(run.path, "candidate")
-    assert same(loaded.records) == same(expected.counted.values()) and len(loaded.records) == len(expected.current)
+    records = [r for _, r in compared.values() if r is not None]
+    assert same(r for r in loaded.records if r.key not in loaded.unreadable) == same(records)
+    assert {r.key: (r.generation, r.error.type) for r in loaded.records if r.key in loaded.unreadable} == {
+        key: (generation, "UnreadableRecord") for key, (generation, r) in compared.items() if r is None}
+    assert len(loaded.records) == len(compared)
     comparison = compare_runs(clean, run.path, allow_mismatch=True)
     for env, result in comparison.environments.items():
-        mine = sum(1 for key in expected.current if key[0] == env)
+        mine = sum(1 for key in compared if key[0] == env)
         assert result.n_matched + result.n_errors + result.n_only_cand == mine, env
     trend = build_trend([clean, run.path], allow_mismatch=True)
     last = next(r for r in trend.runs if r.path == run.path)
-    assert sum(s.episodes for s in last.summaries.values()) == len(expected.current)
+    assert sum(s.episodes for s in last.summaries.values()) == len(compared)
 
 
 def check_resume(run: RunDir, expected: Expected) -> None:
@@ -348,9 +389,11 @@ def test_the_generated_files_hold_what_the_property_is_about():
             seen.add("generations")
         if re.search(rb"\bNaN\b|Infinity", text):
             seen.add("non-finite")
+        if any(r is None for _, r in expected.compared.values()):
+            seen.add("a line naming its episode")
         if text and not text.endswith(b"\n"):
             seen.add("no newline at the end")
 
     look()
     assert seen == {"skipped", "identical duplicate", "differing duplicate", "generations", "non-finite",
-                    "no newline at the end"}
+                    "no newline at the end", "a line naming its episode"}
