@@ -20,8 +20,6 @@ methods considered are in docs/results.md.
 
 from __future__ import annotations
 
-from collections import Counter
-
 import functools
 import math
 import operator
