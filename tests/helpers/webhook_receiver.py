@@ -9,17 +9,23 @@ from typing import Callable
 
 class WebhookReceiver:
     """Keeps ``{"path", "headers", "body"}`` per POST (``path`` with its query) in ``posts``;
-    answers the status ``status(path)`` gives, with an empty body."""
+    answers the status ``status(path)`` gives, with an empty body. A status of None: the
+    receiver reads the request and never answers (until :meth:`close`), a receiver that hangs."""
 
-    def __init__(self, status: Callable[[str], int]) -> None:
+    def __init__(self, status: Callable[[str], int | None]) -> None:
         self.posts: list[dict] = []
+        self.release = threading.Event()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 receiver.posts.append({"path": self.path, "headers": dict(self.headers), "body": body.decode()})
-                self.send_response(status(self.path))
+                code = status(self.path)
+                if code is None:
+                    receiver.release.wait()
+                    return
+                self.send_response(code)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
@@ -36,6 +42,11 @@ class WebhookReceiver:
     def paths(self) -> list[str]:
         return [post["path"] for post in self.posts]
 
+    def to(self, route: str) -> list[dict]:
+        """The POSTs to ``route`` (a path without its query)."""
+        return [post for post in self.posts if post["path"].split("?")[0] == route]
+
     def close(self) -> None:
+        self.release.set()
         self.server.shutdown()
         self.server.server_close()

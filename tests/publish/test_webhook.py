@@ -10,13 +10,12 @@ import json
 import os
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from helpers.projects import REPO, make_project, run, run_json, suite
 from helpers.usage_errors import settings_refusal
+from helpers.webhook_receiver import WebhookReceiver
 from pytest_agentgym.publish import webhook
 
 pytestmark = pytest.mark.heavy
@@ -25,50 +24,13 @@ SECRET_KEY = "sk-live-do-not-leak-4242"
 HOOK_TOKEN = "hooktoken-do-not-leak"
 
 
-class Receiver:
-    """An HTTP server on 127.0.0.1 that keeps every POST. By path: ``/ok`` answers 204,
-    ``/fail`` 500, ``/missing`` 404, ``/hang`` reads the request and never answers (until
-    :meth:`close`)."""
-
-    def __init__(self) -> None:
-        self.posts: list[dict] = []
-        self.release = threading.Event()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                receiver.posts.append({"path": self.path.split("?")[0], "headers": dict(self.headers),
-                                       "body": body.decode()})
-                route = self.path.split("?")[0]
-                if route == "/hang":
-                    receiver.release.wait(60)
-                    return
-                self.send_response({"/ok": 204, "/fail": 500, "/missing": 404}.get(route, 404))
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args) -> None:
-                return None
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def to(self, path: str) -> list[dict]:
-        return [post for post in self.posts if post["path"] == path]
-
-    def close(self) -> None:
-        self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
+#: What each route of the test receiver answers: ``/hang`` reads the request and never answers
+ROUTES = {"/ok": 204, "/fail": 500, "/missing": 404, "/hang": None}
 
 
 @pytest.fixture
 def receiver():
-    made = Receiver()
+    made = WebhookReceiver(lambda path: ROUTES.get(path.split("?")[0], 404))
     yield made
     made.close()
 
