@@ -28,6 +28,7 @@ from helpers.projects import make_project, run, suite
 from helpers.rollout_services import post, reference_agent, rollout_server
 
 from pytest_agentgym.cli import main as cli
+from pytest_agentgym.model.endpoints import PROOF_MESSAGES
 from pytest_agentgym.model.reference import tokens as T
 from pytest_agentgym.process.managed import ManagedServer, free_port
 from pytest_agentgym.results.conversation import PROMPTS_FILE, TOKENS_FILE
@@ -50,8 +51,10 @@ def recording_model(log_dir, **env) -> ManagedServer:
 
 
 def sent_to(model: ManagedServer) -> Counter:
-    """Every conversation the endpoint was sent, as a multiset."""
-    return Counter(json.dumps(m) for m in httpx.get(f"{model.url}/requests", timeout=10).json())
+    """Every conversation the endpoint was sent for an episode, as a multiset (not the one-token
+    chat that proves the route before the first episode: model/endpoints.py PROOF_MESSAGES)."""
+    return Counter(json.dumps(m) for m in httpx.get(f"{model.url}/requests", timeout=10).json()
+                   if m != list(PROOF_MESSAGES))
 
 
 def export(run_dir, *args: str) -> subprocess.CompletedProcess:

@@ -68,7 +68,8 @@ def test_the_run_passes_and_the_credentials_reach_the_endpoint(secret_run):
     assert "run quiet-run finished (2 episodes)" in secret_run["output"]
     fake = secret_run["fake"]
     chats = [r for r in fake.requests if r.method == "POST"]
-    assert len(chats) == 6  # two episodes of three rounds
+    assert len(chats) == 7  # the one-token chat that proves the route (model/endpoints.py), then two episodes of three rounds
+    assert chats[0].body["max_tokens"] == 1
     assert {r.path for r in chats} == {"/v1/chat/completions?api_key=s3cret"}
     assert {r.headers["authorization"] for r in chats} == {"Basic " + base64.b64encode(b"alice:secret").decode()}
 
