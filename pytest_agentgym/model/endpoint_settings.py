@@ -42,6 +42,9 @@ HEALTH_TIMEOUT = 2.0
 #: server's defaults: envs.yaml start_attempts and start_backoff)
 RESTART_ATTEMPTS = 3
 RESTART_BACKOFF = 1.0
+#: The conversation of the chat that proves a route (sent with ``max_tokens: 1`` by
+#: :mod:`pytest_agentgym.model.endpoints`; the reference agent answers it, model/reference/route_check.py).
+PROOF_MESSAGES = ({"role": "user", "content": "Answer in one word: are you ready?"},)
 
 _COMMON_KEYS = {"kind", "url", "model", "api_key_env"}
 _KIND_KEYS = {

@@ -36,6 +36,7 @@ import httpx
 from pytest_agentgym.model.call_settings import read_api_key
 from pytest_agentgym.model.endpoint_settings import (
     HEALTH_TIMEOUT,
+    PROOF_MESSAGES,
     ChosenEndpoint,
     EndpointConfig,
     ModelSettings,
@@ -233,8 +234,6 @@ def _models_health(http: httpx.Client, config: EndpointConfig, proving: bool) ->
 # --------------------------------------------------------------------------- the chat that proves a route
 
 
-#: The conversation of the chat that proves a route (sent with ``max_tokens: 1``).
-PROOF_MESSAGES = ({"role": "user", "content": "Answer in one word: are you ready?"},)
 #: What an HTTP 400 or 422 says when it refuses the model, not the conversation.
 _MODEL_REFUSED = re.compile(r"does not exist|not found|unknown model|model_not_found|no such model|not served",
                             re.IGNORECASE)
@@ -248,9 +247,10 @@ def _prove_chat(http: httpx.Client, config: EndpointConfig, health: Health, time
     A route that cannot chat (no such route, a key refused, a model not served, a server
     error, no answer, an answer that is not a chat completion) is unhealthy, naming the
     request, the HTTP status and the fix. An HTTP 400 or 422 that refuses the conversation
-    and not the model shows that the route serves the model (the reference agent refuses a
-    conversation of no environment it plays), and so does a gateway's 5xx that passes on such
-    a refusal from its upstream, and a 429 (busy, retried by a run)."""
+    and not the model shows that the route serves the model (a model may refuse so short a
+    conversation; the reference agent answers it: model/reference/route_check.py), and so does
+    a gateway's 5xx that passes on such a refusal from its upstream, and a 429 (busy, retried
+    by a run)."""
     url = join_url(config.base_url, "/chat/completions")
     asked = f"POST {urlsplit(url).path} (a one-token chat with {config.model})"
     body = {"model": config.model, "messages": list(PROOF_MESSAGES), "max_tokens": 1, "stream": False}

@@ -226,7 +226,7 @@ def test_a_run_says_and_keeps_where_its_endpoints_were_pointed(pointed):
     assert "agentgym: endpoint fallback 1 (openai) overridden: http://***@127.0.0.1:9/v1 (--agentgym-endpoint)" \
         in lines
     assert f"agentgym: model reference via reference at {shown}/v1?api_key=*** (healthy: GET /health, then " \
-        "a one-token chat, refused as HTTP 400 for its conversation, not its model)" in lines
+        "a one-token chat)" in lines  # the agent answers the route's proof (model/reference/route_check.py)
     assert f"'--agentgym-endpoint=reference={shown}?api_key=***,1=http://***@127.0.0.1:9/v1'" in output
     info = json.loads((run_dir / "run.json").read_text())
     assert info["endpoint"] == f"{shown}/v1?api_key=***"  # the running agent, not one the run launched

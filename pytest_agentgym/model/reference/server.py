@@ -83,6 +83,7 @@ POLICY_MODULES = (
     "pytest_agentgym.model.reference.sqlgym",
     "pytest_agentgym.model.reference.alfworld",
     "pytest_agentgym.model.reference.webshop",
+    "pytest_agentgym.model.reference.route_check",  # the chat that proves a route, answered
 )
 
 #: extra policies to load: "module[:ATTR],module[:ATTR]"
