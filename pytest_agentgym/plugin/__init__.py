@@ -17,7 +17,7 @@ from pytest_agentgym.plugin.activation import activate, is_worker, looks_only, r
 from pytest_agentgym.plugin.dormancy import DormantSession
 from pytest_agentgym.plugin.fixtures import agentgym_episode, agentgym_run  # noqa: F401  (registered here)
 from pytest_agentgym.plugin.stash import RUN_KEY, SETTINGS_KEY
-from pytest_agentgym.plugin.suite_places import add_suites_ini
+from pytest_agentgym.plugin.suite_places import add_suites_ini, suite_places
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -45,7 +45,9 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     config._do_configure()  # resolve settings through the normal path
     try:
         settings = config.stash[SETTINGS_KEY]
-        return list_envs(settings) if settings.list_envs else preflight(settings, list(config.args))
+        if settings.list_envs:
+            return list_envs(settings)
+        return preflight(settings, list(config.args), places=suite_places(config))
     finally:
         config._ensure_unconfigure()
 

@@ -94,9 +94,11 @@ def _nats_check(url: str, timeout: float = 1.0) -> str | None:
 
 
 def preflight(settings: Any, paths: list[str] | None = None, out: TextIO | None = None,
-              model: Any = None) -> int:
+              model: Any = None, places: Any = None) -> int:
     """Check what a run of the suites under ``paths`` would need (every environment
-    that is not skipped when no suite is found there). ``model``: the run's
+    that is not skipped when no suite is found there). ``places``: where the user said
+    suites are (plugin/suite_places.py), whose broken files are named as collection
+    would stop at them. ``model``: the run's
     ``ModelSettings`` (default: the profile's, with the command line applied as a
     run applies it: --agentgym-base-url, --agentgym-model, --agentgym-checkpoint, ...)."""
     from pytest_agentgym.servers import status
@@ -124,7 +126,7 @@ def preflight(settings: Any, paths: list[str] | None = None, out: TextIO | None 
     from pytest_agentgym.config.suites import suites_under
 
     broken: list[str] = []
-    names = {suite.environment for suite in suites_under(paths or [], settings, broken)}
+    names = {suite.environment for suite in suites_under(paths or [], settings, broken, places=places)}
     for error in broken:  # a run would stop at collection with this usage error
         problems += 1
         out.write(f"  suite {error}\n")

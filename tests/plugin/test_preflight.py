@@ -167,3 +167,18 @@ def test_preflight_from_the_environment_variable_checks_and_runs_no_episode(pyte
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(["agentgym preflight: node testnode*", "preflight: ready"])
     assert not (pytester.path / "reports" / "looked" / "episodes.jsonl").exists()
+
+
+def test_preflight_names_a_broken_file_where_the_ini_says_suites_are(pytester):
+    """A file of an ``agentgym_suites`` folder is a suite even when it does not look like one
+    (plugin/suite_places.py): collection stops at it, so preflight names it too."""
+    node = make_project(pytester)
+    pytester.makeini("[pytest]\nagentgym_suites = evals\n")
+    (pytester.path / "evals").mkdir()
+    (pytester.path / "evals" / "maze.yaml").write_text("environment: Maze\ntasks: 0-3\n")
+    (pytester.path / "evals" / "wordle.yaml").write_text("tasks: 0-3\n")  # no environment: no suite by its looks
+    result = run(pytester, "evals", f"--agentgym-node={node}", "--agentgym-preflight")
+    assert result.ret == 1, result.stdout.str()
+    result.stdout.fnmatch_lines(["  suite *evals/wordle.yaml: missing key 'environment'*", "preflight: 1 problem(s)"])
+    collected = run(pytester, "evals", f"--agentgym-node={node}", "--collect-only")  # what a run would meet
+    assert collected.ret == pytest.ExitCode.USAGE_ERROR, collected.stdout.str()
