@@ -120,6 +120,7 @@ def resolve(values: Mapping[str, Any], *, rootdir: Path, command: str,
                                 f"environment early needs every one of its episodes in one process; drop "
                                 f"{flag} or --agentgym-stop-when-decided")
     raw_profile, overrides = _endpoint_overrides(values, profile)
+    _checkpoint_served(values, raw_profile, profile, rootdir)
     run_id = run_id or datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
     if values["sampling"]:
         from pytest_agentgym.model.call_settings import Sampling
@@ -207,6 +208,48 @@ def _endpoint_overrides(values: Mapping[str, Any], profile: NodeProfile) -> tupl
         return override_urls(profile.raw, pairs, given_by=given_by, where=f"node {profile.name} ({profile.file})")
     except EndpointConfigError as exc:
         raise SettingsError(str(exc)) from None
+
+
+def _launches_checkpoints(raw_profile: Mapping[str, Any]) -> bool | None:
+    """Whether a profile's model chain has a ``vllm`` entry without a URL, the one that
+    --agentgym-checkpoint launches (model/endpoint_settings.py ``with_checkpoint``); None
+    when the chain is not a list of entries (the model section's own check says why)."""
+    model = raw_profile.get("model")
+    endpoints = model.get("endpoints") if isinstance(model, Mapping) else None
+    if not isinstance(endpoints, list) or not all(isinstance(e, Mapping) for e in endpoints):
+        return None
+    return any(e.get("kind") == "vllm" and e.get("url") is None for e in endpoints)
+
+
+def _checkpoint_served(values: Mapping[str, Any], raw_profile: Mapping[str, Any], profile: NodeProfile,
+                       rootdir: Path) -> None:
+    """--agentgym-checkpoint on a chain that would not play it is a usage error naming the node
+    and the nodes that serve checkpoints (else the run is a green run of another model)."""
+    checkpoint = values["checkpoint"]
+    if not checkpoint or values["queue"] is not None:  # a queue's workers play with their own nodes
+        return
+    if values["base_url"] is not None:
+        raise SettingsError(f"--agentgym-checkpoint={checkpoint} and --agentgym-base-url do not go together: "
+                            f"--agentgym-base-url replaces the chain with one endpoint, which serves its own "
+                            f"model; drop one of them")
+    if _launches_checkpoints(raw_profile) is not False:
+        return
+    from pytest_agentgym.config.profile import ProfileError, find_node_file, known_nodes, read_profile
+
+    serving = []
+    for name in known_nodes(rootdir):
+        try:
+            if _launches_checkpoints(read_profile(find_node_file(name, rootdir))):
+                serving.append(name)
+        except ProfileError:
+            continue
+    chain = ", ".join(f"{e.get('kind')}" + (" (attached)" if e.get("kind") == "vllm" else "")
+                      for e in raw_profile["model"]["endpoints"])
+    where = (f"Nodes that serve checkpoints: {', '.join(serving)}; run on one (--agentgym-node={serving[0]})"
+             if serving else "No node here serves checkpoints: give one a model entry {kind: vllm} (docs/model.md)")
+    raise SettingsError(f"--agentgym-checkpoint={checkpoint}: node {profile.name} ({profile.file}) serves no "
+                        f"checkpoint (its model chain: {chain}; only a vllm entry without a url launches one), "
+                        f"so the run would play another model. {where}, or drop --agentgym-checkpoint")
 
 
 def _baseline_dir(value: str | None, reports: Path) -> str | None:

@@ -44,6 +44,7 @@ model:
   endpoints:
     - kind: reference
       policy: reference
+    - kind: vllm             # takes --agentgym-checkpoint (never reached: the reference agent answers)
 limits: {max_rounds: 15, episode_timeout: 60, concurrency: 2}
 envs: {servers: spawn}
 """
