@@ -1,5 +1,5 @@
 """The plugin's options as pytest sees them: registered in one group, read in one
-order (command line, ``AGENTGYM_*`` environment variable, ini key), and resolved
+order (command line, ``AGENTGYM_*`` environment variable unless empty, ini key), and resolved
 into the run's :class:`~pytest_agentgym.config.settings.Settings` once, with
 every configuration error turned into a ``pytest.UsageError``.
 
@@ -64,11 +64,12 @@ def hint_habitual_flags(parser: pytest.Parser, args: list[str]) -> str | None:
 
 
 def given(config: pytest.Config, option: Option) -> tuple[Any, str] | None:
-    """The first value given for ``option`` and where it came from, or None."""
+    """The first value given for ``option`` and where it came from, or None. An ``AGENTGYM_*``
+    variable that is empty (or blank) is not given: CI systems set an unset variable to ""."""
     value = config.getoption(option.dest, default=None)
     if value is not None:
         return value, option.flag
-    if option.env_var in os.environ:
+    if os.environ.get(option.env_var, "").strip():
         return os.environ[option.env_var], f"environment variable {option.env_var}"
     try:
         value = config.getini(option.dest)
