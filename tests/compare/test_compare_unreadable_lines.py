@@ -83,14 +83,14 @@ def test_the_newest_generation_counts_and_in_it_a_record_before_a_line_naming_on
     info = json.loads((cand / "run.json").read_text())
     (cand / "run.json").write_text(json.dumps({**info, "generation": 2}))
     with (cand / "episodes.jsonl").open("a") as handle:  # a resume: task 1 played again, task 0 a NaN
+        # a NaN line of a generation that has a record, before it: the record counts, as for every reader
+        handle.write(json.dumps({**first, "task_index": 1, "reward": float("nan"), "generation": 2}) + "\n")
         handle.write(json.dumps({**first, "task_index": 1, "generation": 2}) + "\n")
         handle.write(json.dumps({**first, "reward": float("nan"), "generation": 2}) + "\n")
-        # a NaN line of a generation that has a record: the record counts, as for every reader
-        handle.write(json.dumps({**first, "task_index": 1, "reward": float("nan"), "generation": 2}) + "\n")
     loaded = load_run(cand, "candidate")
     assert {r.task_index: (r.generation, r.error.type if r.error else None) for r in loaded.records} == {
         0: (2, UNREADABLE_RECORD), 1: (2, None)}
-    assert set(loaded.unreadable) == {("Maze", 0, 1)} and loaded.unreadable[("Maze", 0, 1)].line == 4
+    assert set(loaded.unreadable) == {("Maze", 0, 1)} and loaded.unreadable[("Maze", 0, 1)].line == 5
     assert loaded.whole(("Maze", 0, 1)).error.type == UNREADABLE_RECORD  # the compare view's reading
     flips = compare_runs(base, loaded).environments["Maze"].flips
     assert [(f.task_index, f.cand) for f in flips] == [(0, "error"), (1, "pass")]
