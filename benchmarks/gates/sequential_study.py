@@ -21,6 +21,9 @@ want <= 5%) and ok by each, and the share of the planned episodes each played.
     python benchmarks/gates/sequential_study.py --sims 1000 --workers 2   # results/sequential_study.json
     python benchmarks/gates/sequential_study.py --sims 50 --shapes "BabyAI (90)"   # a quick look
     python benchmarks/gates/sequential_study.py --table   # the JSON as docs/compare.md's table
+    python benchmarks/gates/sequential_study.py --sims 1000 --shapes "BabyAI (90)" --spend rho=4 --out ...
+        # a what-if: another spending function (rho=X: level * t^X; shares=a,b,c: the shares of the
+        # level spent by the looks at 1/4, 1/2 and 3/4, straight lines between them)
 """
 
 from __future__ import annotations
@@ -141,9 +144,34 @@ def play_before(envs: tuple[str, ...], base: list[EpisodeRecord], cand: list[Epi
     return worst(decided), played
 
 
+def use_spending(spec: str | None) -> None:
+    """``--spend``: replace the spending function of compare/boundaries.py in this process (a
+    what-if for the frontier between episodes played and power; the plugin's is ``level * t^3``)."""
+    if not spec:
+        return
+    import pytest_agentgym.compare.boundaries as boundaries
+    import pytest_agentgym.compare.sequential as sequential
+
+    name, _, value = spec.partition("=")
+    if name == "rho":
+        boundaries.RHO = float(value)
+        return
+    if name != "shares":
+        raise SystemExit(f"--spend {spec}: use rho=X or shares=A,B,C")
+    xs, ys = (0.0, 0.25, 0.5, 0.75, 1.0), (0.0, *(float(v) for v in value.split(",")), 1.0)
+
+    def spend(t: float, level: float) -> float:
+        t = min(1.0, max(0.0, t))
+        k = next(i for i in range(4) if t <= xs[i + 1] + 1e-12)
+        return level * (ys[k] + (ys[k + 1] - ys[k]) * (t - xs[k]) / (xs[k + 1] - xs[k]))
+
+    boundaries.spend = sequential.spend = spend
+
+
 def cell(job: tuple) -> list[dict]:
     """One distribution and drop, ``sims`` batteries, every shape judged the three ways."""
-    dist_name, drop, sims, seed, shapes = job
+    dist_name, drop, sims, seed, shapes, spending = job
+    use_spending(spending)
     rng = np.random.default_rng(seed)
     ways = ("after", "before", "fixed")
     counts = {label: {w: {"regressed": 0, "ok": 0, "played": 0} for w in ways} for label in shapes}
@@ -171,8 +199,8 @@ def cell(job: tuple) -> list[dict]:
             for label in shapes]
 
 
-def study(sims: int, seed: int, workers: int, shapes: tuple[str, ...]) -> list[dict]:
-    jobs = [(dist, drop, sims, seed * 100 + k, shapes)
+def study(sims: int, seed: int, workers: int, shapes: tuple[str, ...], spending: str | None = None) -> list[dict]:
+    jobs = [(dist, drop, sims, seed * 100 + k, shapes, spending)
             for k, (dist, drop) in enumerate((d, x) for d in DISTRIBUTIONS for x in SEQ_DROPS)]
     rows = [row for one in _pool_map(cell, jobs, workers) for row in one]
     for r in rows:
@@ -209,6 +237,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=40)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--shapes", nargs="+", default=list(SEQ_SHAPES), choices=list(SEQ_SHAPES))
+    parser.add_argument("--spend", default=None, help="a what-if spending function: rho=X or shares=A,B,C")
     parser.add_argument("--out", default=str(RESULTS / "sequential_study.json"))
     parser.add_argument("--table", action="store_true", help="instead: print --out's figures as a markdown table")
     args = parser.parse_args()
@@ -216,13 +245,15 @@ def main() -> None:
         print(table(Path(args.out)), end="")
         return
     started, library = time.monotonic(), library_state()  # what the workers import now, not at the end
-    rows = study(args.sims, args.seed, args.workers, tuple(args.shapes))
+    rows = study(args.sims, args.seed, args.workers, tuple(args.shapes), args.spend)
     seconds = round(time.monotonic() - started)
     command = (f"python benchmarks/gates/sequential_study.py --sims {args.sims} --seed {args.seed} "
                f"--workers {args.workers}" + ("" if args.shapes == list(SEQ_SHAPES) else
-                                              " --shapes " + " ".join(f'"{s}"' for s in args.shapes)))
+                                              " --shapes " + " ".join(f'"{s}"' for s in args.shapes))
+               + (f" --spend {args.spend}" if args.spend else ""))
     Path(args.out).write_text(json.dumps({"sims": args.sims, "seed": args.seed, "alpha": ALPHA, "margin": MARGIN,
                                           "seconds": seconds, "library": library, "command": command,
+                                          "spend": args.spend or "rho=3 (boundaries.RHO)",
                                           "rows": rows}, indent=1) + "\n", encoding="utf-8")
     print(f"{seconds} s; wrote {args.out}")
 
