@@ -31,6 +31,7 @@ from typing import Any, Iterator, Sequence
 SUITE_KEYS = frozenset({
     "environment", "tasks", "repeat", "max_rounds", "episode_timeout", "sampling",
     "min_reward", "gates", "nodes", "description", "max_error_rate", "baseline_metric", "args",
+    "when_set",
 })
 
 _ENVIRONMENT_LINE = re.compile(r"^environment\s*:[ \t]*(?P<value>[^\n#]*)", re.MULTILINE)

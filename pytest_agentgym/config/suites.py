@@ -29,6 +29,7 @@ makes it a pytest item with a stable id (plugin/items.py):
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,7 +102,7 @@ def load_suite(path: Path, node: str, known_envs: list[str], specs: dict[str, An
     overrides = (data.get("nodes") or {}).get(node) or {}
     if not isinstance(overrides, dict):
         raise SuiteError(f"{where}: nodes.{node} must be a mapping of suite keys")
-    data = {**data, **overrides}
+    data = _when_set({**data, **overrides}, where)
     if "environment" not in data:
         raise SuiteError(f"{where}: missing key 'environment' (the environment's name, e.g. 'environment: BabyAI')")
     env = data.get("environment")
@@ -147,6 +148,26 @@ def load_suite(path: Path, node: str, known_envs: list[str], specs: dict[str, An
         max_error_rate=_fraction(data.get("max_error_rate"), "max_error_rate", where),
         baseline_metric=_metric(data.get("baseline_metric"), where),
     )
+
+
+def _when_set(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """The suite's keys with ``when_set``'s applied: ``{VARIABLE: {key: value, ...}}``, each
+    mapping taken where the environment variable is set to something other than blanks (the
+    data a server reads, say: ``when_set: {ALFWORLD_DATA: {tasks: 2420-2619}}``)."""
+    conditional = data.pop("when_set", None) or {}
+    example = "e.g. 'when_set: {ALFWORLD_DATA: {tasks: 2420-2619}}'"
+    if not isinstance(conditional, dict):
+        raise SuiteError(f"{where}: when_set must map environment variables to suite keys, {example}")
+    for variable, keys in conditional.items():
+        if not isinstance(keys, dict):
+            raise SuiteError(f"{where}: when_set.{variable} must be a mapping of suite keys, {example}")
+        unknown = sorted(set(keys) - (SUITE_KEYS - {"environment", "nodes", "when_set"}))
+        if unknown:
+            raise SuiteError(f"{where}: when_set.{variable} cannot set {', '.join(unknown)}; it sets the keys "
+                             f"of an episode's run (tasks, gates, ...), {example}")
+        if os.environ.get(str(variable), "").strip():
+            data = {**data, **keys}
+    return data
 
 
 def _verifiers_environment(data: dict[str, Any], where: str, specs: dict[str, Any] | None) -> dict[str, Any]:
