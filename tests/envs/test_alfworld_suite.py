@@ -4,10 +4,14 @@ replay) spawned as real processes, on the shipped games."""
 
 from __future__ import annotations
 
+import html
+import json
+
 import pytest
 
 from helpers.alfworld_support import SHIPPED, needs_engine
 from helpers.projects import copy_shipped_suite, episodes, run
+from pytest_agentgym.servers.embedded.alfworld_tasks import NOT_COMPARABLE
 
 pytestmark = [needs_engine, pytest.mark.heavy]
 
@@ -21,8 +25,11 @@ def test_the_moderate_suite_runs_alfworld_on_the_local_node(pytester, monkeypatc
     copy_suite(pytester)
     result = run(pytester, "suites/moderate", "--agentgym-envs=ALFWorld", "--agentgym-run-id=alf")
     assert result.ret == 0, result.stdout.str()[-3000:]
-    result.stdout.fnmatch_lines(["*node local*", "collected 8 items",
+    result.stdout.fnmatch_lines(["*node local*", "collected 8 items", f"agentgym: {NOT_COMPARABLE}",
                                  "GATE PASSED: ALFWorld success_rate >= 0.8: success_rate = 1.000*"])
+    run_dir = pytester.path / "reports" / "alf"  # the generated games' label, as WebShop's catalogue's
+    assert NOT_COMPARABLE in json.loads((run_dir / "run.json").read_text())["notes"]
+    assert NOT_COMPARABLE in html.unescape((run_dir / "report.html").read_text())
     records = episodes(pytester, "alf")
     assert sorted(r["task_index"] for r in records) == SHIPPED
     for record in records:

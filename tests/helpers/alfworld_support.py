@@ -55,3 +55,22 @@ def task_sentence(index: int) -> str:
     found = re.search(r'"rhs": "(Your task is to: [^"]*)"', game(index)["grammar"])
     assert found, f"game {index} has no task sentence in its grammar"
     return found.group(1)
+
+
+#: ALFWorld's own games beside the checkout (their README: sources, licences, SHA256SUMS)
+REAL_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "alfworld"
+needs_real_data = pytest.mark.skipif(
+    not (REAL_DATA / "json_2.1.1" / "valid_train").is_dir(),
+    reason=f"ALFWorld's own games are not at {REAL_DATA} (a folder holding json_2.1.1/valid_train, "
+           f"as alfworld-download lays it out; nothing is downloaded)",
+)
+
+
+def real_walkthrough(index: int) -> list[str]:
+    """The walkthrough in the real game file of ``index`` (ALFWorld's own, json_2.1.2 grammar)."""
+    return list(json.loads(game_file(REAL_DATA, index).read_text())["walkthrough"])
+
+
+def task_kind(index: int) -> str:
+    """The task type of game ``index``, from its mapping path (``pick_cool_then_place_in_recep``)."""
+    return shipped_rule(index).split("/")[2].split("-")[0]

@@ -76,6 +76,7 @@ from pytest_agentgym.servers.embedded.alfworld_tasks import (
     DATA_ENV,
     UnknownGame,
     data_dir,
+    describe_data,
     game_file,
     import_alfworld,
     shipped_indices,
@@ -284,6 +285,10 @@ class ALFWorldEnvironments:
         with self._lock:
             return len(self._open), len(self._idle)
 
+    def data(self) -> dict[str, Any]:
+        """``GET /embedded/data``: which games these are, and the note a run records about them."""
+        return describe_data(self.root, self.shipped)
+
     def status(self) -> dict[str, Any]:
         """``GET /embedded/envs``: the env ids kept, the cap, and the games."""
         with self._lock:
@@ -327,5 +332,9 @@ def create_app(environments: ALFWorldEnvironments | None = None) -> FastAPI:
     @app.get("/embedded/envs")
     def embedded_envs() -> Any:  # not in the original: see limits.py
         return envs.status()
+
+    @app.get("/embedded/data")
+    def embedded_data() -> Any:  # not in the original: the generated games are not comparable
+        return envs.data()
 
     return app

@@ -15,11 +15,13 @@ this package (:data:`SHIPPED_DATA`: test games 2420-2427).
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 DATA_ENV = "ALFWORLD_DATA"
 SHIPPED_DATA = Path(__file__).parent / "alfworld_data"
@@ -85,6 +87,47 @@ def task_type(path: Path | str) -> str:
     """The reset answer's ``task_type``: the game file's two parent directories, as the original
     cuts them from the path (``<task_type>/<task_id>``)."""
     return "/".join(str(path).split("/")[-3:-1])
+
+
+#: what a run records when the games are the project's own (GET /embedded/data's note)
+NOT_COMPARABLE = ("ALFWorld plays the project's generated games: not comparable with published ALFWorld "
+                  f"scores ({DATA_ENV} names ALFWorld's own json_2.1.1 games; docs/envs/alfworld.md)")
+
+
+@lru_cache(maxsize=4)
+def describe_data(root: Path, shipped: bool) -> dict[str, Any]:
+    """``GET /embedded/data``: which games the server plays and what a score on them compares
+    with. Real data is named by split: the games of the mapping found there, the items they
+    are, and a sha256 over those files in index order (the first 16 hex digits)."""
+    if shipped:
+        return {"source": "generated", "comparable": False, "note": NOT_COMPARABLE, "splits": {}}
+    splits, parts = {}, []
+    for split, low, high in split_ranges():
+        digest, found = hashlib.sha256(), 0
+        for index in range(low, high + 1):
+            path = game_file(root, index)
+            if path.is_file():
+                digest.update(path.read_bytes())
+                found += 1
+        if found:
+            splits[split] = {"games": found, "of": high - low + 1, "items": f"{low}-{high}",
+                             "sha256": digest.hexdigest()[:16]}
+            count = f"{found} games" if found == high - low + 1 else f"{found} of {high - low + 1} games"
+            parts.append(f"{split} ({count}, items {low}-{high}, sha256 {digest.hexdigest()[:16]})")
+    note = (f"ALFWorld plays ALFWorld's own games from {root}: {'; '.join(parts)}" if parts else
+            f"ALFWorld's data directory {root} holds none of the mapping's games ({DATA_ENV}; "
+            f"docs/envs/alfworld.md)")
+    return {"source": str(root), "comparable": bool(parts), "note": note, "splits": splits}
+
+
+def split_ranges() -> list[tuple[str, int, int]]:
+    """(directory under json_2.1.1, first index, last index) of each part of the mapping."""
+    data = json.loads(MAPPINGS.read_text())
+    ranges, low = [], 0
+    for split in SPLITS:
+        ranges.append((split, low, low + len(data[split]) - 1))
+        low += len(data[split])
+    return ranges
 
 
 def shipped_indices() -> list[int]:
