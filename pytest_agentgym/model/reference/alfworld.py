@@ -16,9 +16,12 @@ X in/on Y``; not holding it, take one where one is seen (not one already put
 away), open a closed receptacle where it stands, or go to the next receptacle
 not yet visited. With nothing left to try it answers ``look``.
 
-It plays the json_2.1.1 grammar ("put X in/on Y"), which AgentGym's data and the
-embedded server's shipped games use. It does not know which object of a kind is
-which, search inside objects, or recover from a command the game refused.
+It plays both grammars: json_2.1.1's ("put X in/on Y", the embedded server's
+shipped games) and json_2.1.2's ("move X to Y", "You arrive at <receptacle>.",
+a ``help`` action: ALFWorld's released games), told apart by ``help`` among the
+first observation's actions. A ``go to`` the game refuses (two receptacles at one
+spot) counts as visited. It does not know which object of a kind is which, search
+inside objects, or look for the object at a receptacle it could not go to.
 """
 
 from __future__ import annotations
@@ -34,6 +37,10 @@ _ROOM = re.compile(r"Looking quickly around you, you see (?P<list>.*?)\.\n")
 _TASK = re.compile(r"Your task is to: (?P<task>.+?)\.(?:\n|$)")
 _THING = re.compile(r"\ban? ([a-z]+ \d+)")
 _ACTION = re.compile(r"Action:\s*(.*)", re.S)
+#: json_2.1.2's arrival sentence, before what the receptacle holds
+_ARRIVAL = re.compile(r"^You arrive at [^.]*\. ")
+#: json_2.1.2's games offer "help" from the start (alfworld's patch_tw-pddl.py)
+_MOVE_GRAMMAR = re.compile(r"AVAILABLE ACTIONS:.*\bhelp\b")
 #: alfworld's goal templates (alfworld.gen.goal_library) -> (treatment, object, target);
 #: the more specific first
 TASKS = (
@@ -80,12 +87,17 @@ class State:
     #: receptacle -> the things last seen in or on it
     seen: dict[str, list[str]] = field(default_factory=dict)
     actions: int = 0
+    #: json_2.1.2's "move X to Y" rather than json_2.1.1's "put X in/on Y"
+    moves: bool = False
 
     def apply(self, action: str, answer: str) -> None:
         self.actions += 1
         if answer.startswith("Nothing happens."):
+            if action.startswith("go to "):  # refused: it shares a spot with where it stands
+                self.visited.add(action[len("go to "):])
             return
-        words = action.split()
+        answer = _ARRIVAL.sub("", answer)
+        words = action.split() or [""]
         if action.startswith("go to "):
             self.at = action[len("go to "):]
             self.visited.add(self.at)
@@ -95,6 +107,9 @@ class State:
             self.holding = action[len("take "):].split(" from ")[0]
         elif words[0] == "put" and " in/on " in action:
             self.placed.add(action[len("put "):].split(" in/on ")[0])
+            self.holding = None
+        elif words[0] == "move" and " to " in action:
+            self.placed.add(action[len("move "):].split(" to ")[0])
             self.holding = None
         elif words[0] in ("clean", "heat", "cool") and " with " in action:
             self.treated.add(action.split(" ", 1)[1].split(" with ")[0])
@@ -135,7 +150,8 @@ def decide(task: Task, state: State) -> tuple[str, str]:
         if target and target in state.closed and target not in state.opened:
             return f"The {target} is closed.", f"open {target}"
         if target:
-            return f"I put the {held} away.", f"put {held} in/on {target}"
+            put = f"move {held} to {target}" if state.moves else f"put {held} in/on {target}"
+            return f"I put the {held} away.", put
     here = state.seen.get(state.at or "", [])
     wanted = [t for t in here if t.split()[0] == task.thing and t not in state.placed]
     if state.at and not held and wanted and not (task.kind == "two" and state.at.split()[0] == task.target):
@@ -161,7 +177,8 @@ def _conversation(messages: Sequence[Message]) -> tuple[Task, State] | None:
         parsed = read_task(task.group("task")) if task else None
         if not room or not parsed:
             continue
-        state = State(receptacles=_THING.findall(room.group("list")))
+        state = State(receptacles=_THING.findall(room.group("list")),
+                      moves=bool(_MOVE_GRAMMAR.search(content)))
         rest = messages[position + 1:]
         for reply, answer in zip(rest[0::2], rest[1::2]):
             found = _ACTION.findall(reply.get("content") or "")
