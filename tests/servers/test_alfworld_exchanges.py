@@ -45,7 +45,7 @@ def test_the_originals_unclear_errors_are_answered_clearly(ours):
     assert theirs["step before reset"] == "1"  # the KeyError of the env id
     assert mine["step before reset"] == "environment 1 has no game yet: POST /reset first"
     assert theirs["reset past the end"] == "list index out of range"
-    assert mine["reset past the end"].startswith("game 2620 is not in AgentGym's ALFWorld mapping")
+    assert mine["reset past the end"].startswith("game 2894 is not in the ALFWorld mapping")
     assert theirs["reset a game not in the data"].startswith("Unable to find game '")
     assert mine["reset a game not in the data"].startswith("game 0 is ")
     assert "set ALFWORLD_DATA" in mine["reset a game not in the data"]

@@ -22,8 +22,12 @@ ORIGINAL_MAPPING_SHA256 = "e73d45d71627782c3d9f5974834715e494619cc0874a19d5823ca
 AGENTGYM_REPO = Path(os.environ.get("AGENTGYM_SOURCE_REPO", "/work/.mirror/WooooDyy+AgentGym/repo"))
 
 
+#: AgentGym's games; ALFWorld's own valid_seen and valid_unseen follow (2620-2893)
+AGENTGYM_GAMES = 2620
+
+
 def mapping_lines(path_of) -> list[str]:
-    return [f"{index}\t{path_of(index)}" for index in range(len(game_dirs()))]
+    return [f"{index}\t{path_of(index)}" for index in range(AGENTGYM_GAMES)]
 
 
 def original_lines() -> list[str]:
@@ -52,9 +56,20 @@ def test_the_task_mapping_equals_the_original_files():
 
 
 def test_indices_outside_the_mapping_are_refused_by_name():
-    for index in (-1, 2620):
-        with pytest.raises(UnknownGame, match=f"game {index} is not in AgentGym's ALFWorld mapping"):
+    for index in (-1, 2894):
+        with pytest.raises(UnknownGame, match=f"game {index} is not in the ALFWorld mapping: .* 2620-2759 "
+                                              r"\(valid_seen\) and 2760-2893 \(valid_unseen\)"):
             game_file(Path("/data"), index)
+
+
+def test_alfworlds_own_splits_follow_agentgyms_games_in_sorted_order():
+    dirs = game_dirs()
+    assert len(dirs) == 2894
+    seen, unseen = dirs[2620:2760], dirs[2760:]
+    assert (len(seen), len(unseen)) == (140, 134)
+    assert all(d.startswith("valid_seen/") for d in seen) and all(d.startswith("valid_unseen/") for d in unseen)
+    assert list(seen) == sorted(seen) and list(unseen) == sorted(unseen)
+    assert game_file(Path("/data"), 2620).as_posix().startswith("/data/json_2.1.1/valid_seen/")
 
 
 def test_task_type_is_the_two_directories_above_the_game_file():

@@ -17,6 +17,7 @@ from pytest_agentgym.servers.embedded.alfworld_tasks import NOT_COMPARABLE, game
 pytestmark = [needs_engine, pytest.mark.heavy]
 
 TEST_ITEMS = range(2420, 2620)
+SEEN_ITEMS, UNSEEN_ITEMS = range(2620, 2760), range(2760, 2894)
 #: the first test game of each of the six task types, in index order
 SAMPLE = sorted({task_kind(index): index for index in reversed(TEST_ITEMS)}.values())
 
@@ -67,16 +68,30 @@ def test_a_real_game_of_each_task_type_is_won_by_its_walkthrough(real_server):
 
 @needs_real_data
 def test_the_server_names_the_real_data_it_plays(real_server):
-    """Split, number of games, and a sha256 over the 200 game files in item order."""
-    digest = hashlib.sha256()
-    for index in TEST_ITEMS:
-        digest.update(game_file(REAL_DATA, index).read_bytes())
+    """Each split: the games found, the items, a sha256 over its game files in item order."""
+    expected, parts = {}, []
+    for split, items, games in (("valid_train", TEST_ITEMS, 200), ("valid_seen", SEEN_ITEMS, 140),
+                                ("valid_unseen", UNSEEN_ITEMS, 134)):
+        digest = hashlib.sha256()
+        for index in items:
+            digest.update(game_file(REAL_DATA, index).read_bytes())
+        span = f"{items[0]}-{items[-1]}"
+        expected[split] = {"games": games, "of": games, "items": span, "sha256": digest.hexdigest()[:16]}
+        parts.append(f"{split} ({games} games, items {span}, sha256 {digest.hexdigest()[:16]})")
     answer = real_server.get("/embedded/data").json()
-    assert answer["comparable"] is True
-    assert answer["splits"] == {"valid_train": {"games": 200, "of": 200, "items": "2420-2619",
-                                                "sha256": digest.hexdigest()[:16]}}
-    assert answer["note"] == (f"ALFWorld plays ALFWorld's own games from {REAL_DATA}: valid_train "
-                              f"(200 games, items 2420-2619, sha256 {digest.hexdigest()[:16]})")
+    assert answer["comparable"] is True and answer["splits"] == expected
+    assert answer["note"] == f"ALFWorld plays ALFWorld's own games from {REAL_DATA}: {'; '.join(parts)}"
+
+
+@needs_real_data
+def test_alfworlds_own_splits_play_at_their_own_items(real_server):
+    """valid_seen is items 2620-2759, valid_unseen 2760-2893: a game of each is won by its walkthrough."""
+    env_id = post(real_server, "/create")["id"]
+    for index, split in ((SEEN_ITEMS[0], "valid_seen"), (UNSEEN_ITEMS[-1], "valid_unseen")):
+        assert game_file(REAL_DATA, index).relative_to(REAL_DATA).parts[:2] == ("json_2.1.1", split)
+        reset, last, steps = play_walkthrough(real_server, env_id, index)
+        assert reset["task_type"] == task_type(game_file(REAL_DATA, index)), index
+        assert (last["reward"], last["done"], steps) == (1.0, True, len(real_walkthrough(index))), index
 
 
 def test_the_generated_games_are_labelled_not_comparable(tmp_path):

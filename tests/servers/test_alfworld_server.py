@@ -114,9 +114,9 @@ def test_refusals_say_what_was_wrong(http):
         "error": "The id 999 is not valid."}
     assert post(http, "/reset", {"id": env_id, "game": 2420, "world_type": "Textual"}) == {
         "error": 'world_type must be one of "Text", "Embody" and "Hybrid"'}
-    assert post(http, "/reset", {"id": env_id, "game": 2620, "world_type": "Text"}) == {
-        "error": "game 2620 is not in AgentGym's ALFWorld mapping: games are 0-2419 (train) and "
-                 "2420-2619 (test)"}
+    assert post(http, "/reset", {"id": env_id, "game": 2894, "world_type": "Text"}) == {
+        "error": "game 2894 is not in the ALFWorld mapping: games are 0-2419 (train), 2420-2619 (test), "
+                 "2620-2759 (valid_seen) and 2760-2893 (valid_unseen)"}
     assert http.post("/reset", json={"id": env_id, "game": 2420}).status_code == 422
     # the original answers the text of its KeyError, "'observation'"
     assert http.get("/observation", params={"id": env_id}).json() == {"error": (

@@ -92,8 +92,9 @@ CASES = [
     Case("alfworld", "ALFWorld", "", "AGENTGYM_ALFWORLD_MAX_ENVS", "id",
          lambda env: {"id": env, "game": 2420, "world_type": "Text"}, "look",
          outside={str(n): (lambda env, n=n: {"id": env, "game": n, "world_type": "Text"},
-                           f"game {n} is not in AgentGym's ALFWorld mapping: games are 0-2419 (train) "
-                           "and 2420-2619 (test)") for n in (-1, 2620)},
+                           f"game {n} is not in the ALFWorld mapping: games are 0-2419 (train), "
+                           "2420-2619 (test), 2620-2759 (valid_seen) and 2760-2893 (valid_unseen)")
+                  for n in (-1, 2894)},
          unready=(("POST", "/step"), ("GET", "/observation"), ("GET", "/available_actions")),
          marks=(needs_engine,)),
     Case("sqlgym", "SQLGym", "", "AGENTGYM_SQLGYM_MAX_ENVS", "env_idx",

@@ -8,6 +8,11 @@ to ``<data>/json_2.1.1/train/<task_type>/<task_id>/game.tw-pddl`` (its
 index order; the same rule is applied to the shipped games and to the real
 ALFWorld data, so an index means the same game in both.
 
+ALFWorld's own evaluation splits, which AgentGym does not map, follow (this
+project's extension, played by the embedded server only): games 2620-2759 are
+``json_2.1.1/valid_seen`` (140 games), 2760-2893 ``json_2.1.1/valid_unseen``
+(134), each in sorted path order (:data:`SPLIT_NAMES`).
+
 The data directory is ``ALFWORLD_DATA`` when it is set (alfworld's own variable;
 ``alfworld-download`` fills ``~/.cache/alfworld``), else the games shipped with
 this package (:data:`SHIPPED_DATA`: test games 2420-2427).
@@ -26,8 +31,11 @@ from typing import Any
 DATA_ENV = "ALFWORLD_DATA"
 SHIPPED_DATA = Path(__file__).parent / "alfworld_data"
 MAPPINGS = Path(__file__).parent / "alfworld_mappings.json"
-#: the mapping's two parts, in index order: (directory under json_2.1.1, key in MAPPINGS)
-SPLITS = ("train", "valid_train")
+#: the mapping's parts, in index order: the directory under json_2.1.1, also the key in MAPPINGS
+SPLITS = ("train", "valid_train", "valid_seen", "valid_unseen")
+#: what each part is, for messages
+SPLIT_NAMES = {"train": "train", "valid_train": "test", "valid_seen": "valid_seen",
+               "valid_unseen": "valid_unseen"}
 INSTALL_HINT = "pip install 'pytest-agentgym[alfworld]'"
 #: what the server needs: TextWorld's PDDL games run on fast-downward (textworld's 'pddl' extra)
 REQUIRED_MODULES = ("alfworld", "textworld", "fast_downward")
@@ -57,7 +65,7 @@ def import_alfworld() -> None:
 
 @lru_cache(maxsize=1)
 def game_dirs() -> tuple[str, ...]:
-    """``<split>/<task_type>/<task_id>`` of every game index, 0-2619."""
+    """``<split>/<task_type>/<task_id>`` of every game index, 0-2893."""
     data = json.loads(MAPPINGS.read_text())
     return tuple(f"{split}/{entry}" for split in SPLITS for entry in data[split])
 
@@ -78,8 +86,9 @@ def game_file(root: Path, index: int) -> Path:
     """The ``game.tw-pddl`` of game ``index`` under the data directory ``root``."""
     dirs = game_dirs()
     if not 0 <= index < len(dirs):
-        raise UnknownGame(f"game {index} is not in AgentGym's ALFWorld mapping: games are 0-2419 "
-                          f"(train) and 2420-2619 (test)")
+        parts = [f"{low}-{high} ({SPLIT_NAMES[split]})" for split, low, high in split_ranges()]
+        raise UnknownGame(f"game {index} is not in the ALFWorld mapping: games are {', '.join(parts[:-1])} "
+                          f"and {parts[-1]}")
     return root / "json_2.1.1" / dirs[index] / "game.tw-pddl"
 
 
