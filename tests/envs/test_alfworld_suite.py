@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from helpers.alfworld_support import SHIPPED, needs_engine
+from helpers.alfworld_support import REAL_DATA, SHIPPED, needs_engine, needs_real_data
 from helpers.projects import copy_shipped_suite, episodes, run
 from pytest_agentgym.servers.embedded.alfworld_tasks import NOT_COMPARABLE
 
@@ -37,6 +37,24 @@ def test_the_moderate_suite_runs_alfworld_on_the_local_node(pytester, monkeypatc
         assert record["reward"] == 1.0 and record["success"] is True, record["task_index"]
         observations = [turn["observation"] for turn in record["turns"]]
         assert "Nothing happens." not in observations, record["task_index"]  # every action was admissible
+
+
+@needs_real_data
+def test_a_run_on_alfworlds_own_games_names_the_data(pytester, monkeypatch):
+    """With ALFWORLD_DATA the local node's suite is the 200 test items (two played here, both
+    won by the reference policy); the run records which data it played, not the label."""
+    monkeypatch.setenv("ALFWORLD_DATA", str(REAL_DATA))
+    copy_suite(pytester)
+    result = run(pytester, "suites/moderate", "--agentgym-envs=ALFWorld", "--agentgym-tasks=2422,2423",
+                 "--agentgym-run-id=real")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    note = f"ALFWorld plays ALFWorld's own games from {REAL_DATA}: valid_train (200 games, items 2420-2619, sha256 "
+    result.stdout.fnmatch_lines([f"agentgym: {note}*"])
+    assert NOT_COMPARABLE not in result.stdout.str()
+    notes = json.loads((pytester.path / "reports" / "real" / "run.json").read_text())["notes"]
+    assert [n for n in notes if n.startswith(note)] and NOT_COMPARABLE not in notes
+    assert [(r["task_index"], r["reward"]) for r in sorted(episodes(pytester, "real"), key=lambda r: r["task_index"])] \
+        == [(2422, 1.0), (2423, 1.0)]
 
 
 @pytest.mark.faults
