@@ -98,6 +98,11 @@ def reports(tmp_path_factory) -> Path:
     errors = [(e["env"], e["task_index"]) for e in errors if e["error"]]
     assert errors == [(BROKEN_ENV, BROKEN_TASK)], done.stdout[-3000:] + done.stderr[-3000:]
     _copy_as(root / "wide", root / "wide-other-model", model=LONG_MODEL)
+    judged = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "suites",
+                             "--agentgym-node=nodes/lab.yaml", "--agentgym-run-id=wide-judged",
+                             f"--agentgym-checkpoint={CHECKPOINT}", "--agentgym-baseline=wide"],
+                            cwd=project, capture_output=True, text=True, timeout=600)
+    assert json.loads((root / "wide-judged" / "run.json").read_text())["baseline"], judged.stdout[-3000:]
     return root
 
 
@@ -159,6 +164,16 @@ def test_the_report_of_the_run_fits_the_window(reports, browser):
     assert browser.wait_for(session, "document.body.dataset.trajectory") == episode
     assert MESSAGE in browser.evaluate(session, "document.getElementById('trajectory').innerText")
     _fits(browser, session, "report.html with the error episode open")
+
+
+def test_the_report_of_a_run_judged_against_a_baseline_fits_the_window(reports, browser):
+    """Two more columns (the baseline's mean and the change) and a second gate per environment:
+    the intervals and output tokens go under their figures, so the gates stay in the window."""
+    session = browser.open((reports / "wide-judged" / "report.html").as_uri())
+    _fits(browser, session, "report.html of a run judged against a baseline")
+    gates = browser.evaluate(session, "[...document.querySelectorAll('#summary td.gates-cell')]"
+                                      ".map(td => td.innerText)")
+    assert len(gates) == 8 and all("baseline success" in text for text in gates), gates
 
 
 def test_the_view_pages_fit_the_window(reports, view, browser):

@@ -131,8 +131,8 @@ def test_header_summary_and_gates(tmp_path):
         assert text in html, text
     row = summary_row(html, "BabyAI")
     assert "6 <span class=\"dim\">(5 scored)</span>" in row
-    assert "0.800 <span class=\"dim\">[0.284, 0.995]</span>" in row  # Clopper-Pearson: every reward 0 or 1
-    assert "80.0% <span class=\"dim\">[28.4%, 99.5%]</span>" in row
+    assert "0.800 <span class=\"dim sub\">[0.284, 0.995]</span>" in row  # Clopper-Pearson: every reward 0 or 1
+    assert "80.0% <span class=\"dim sub\">[28.4%, 99.5%]</span>" in row
     assert "PASSED</span> <span class=\"mono\">mean_reward &gt;= 0.5" in row
     assert "FAILED</span> <span class=\"mono\">success_rate &gt;= 0.9" in row
     assert "no episode recorded" in summary_row(html, "Wordle")  # declared, nothing ran
