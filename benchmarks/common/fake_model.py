@@ -17,7 +17,8 @@ Replies, in AgentGym's ``Thought: ... Action: ...`` form:
 * ``reference``: the plugin's scripted reference policy for the conversation
   (plays to win; episodes may end before their rounds run out).
 
-``GET /stats`` says how many chat requests were answered, when the first was
+``GET /stats`` says how many chat requests were answered (not a one-token request: the
+chat a run sends to prove the route before its servers are up), when the first was
 asked and the last answered (``time.monotonic()``); ``POST /stats`` answers the same and resets them.
 
 It prints ``READY <port>`` on stdout once it listens, and exits after
@@ -110,7 +111,8 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
                     await asyncio.sleep(delay)  # the model "thinking"
                 words = sum(len(str(m.get("content", "")).split()) for m in messages)
                 out = _answer("200 OK", completion(replies.reply(messages), request.get("model", "fake"), words))
-                STATS.answered(asked)
+                if request.get("max_tokens") != 1:  # the one-token chat that proves a route is no episode's turn
+                    STATS.answered(asked)
             elif path.startswith("/stats"):
                 out = _answer("200 OK", json.dumps(STATS.__dict__).encode())
                 if method == "POST":
