@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from pytest_agentgym.config import variables
+
 Key = tuple[str, int, int]
 
 #: The count variable that goes with Kubernetes' JOB_COMPLETION_INDEX (set it to the Job's completions).
@@ -118,6 +120,7 @@ _SOURCES: tuple[tuple[str, Callable[[Mapping[str, str]], Shard], str], ...] = (
 def from_environment(env: Mapping[str, str]) -> Shard:
     """``--agentgym-shard=auto``: the shard the scheduler's variables in ``env`` name.
     Missing, partial or contradictory variables are a :class:`ShardError`."""
+    env = variables.set_only(env)  # CI_NODE_INDEX="" is a variable nobody gave
     found = [read(env) for marker, read, _ in _SOURCES if marker in env]
     if not found:
         raise ShardError("--agentgym-shard=auto: no scheduler variables are set; looked for "

@@ -29,7 +29,6 @@ makes it a pytest item with a stable id (plugin/items.py):
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +40,7 @@ from pytest_agentgym.envs.spec import is_verifiers, read_yaml
 from pytest_agentgym.results.gates import Gate, GateError
 from pytest_agentgym.config.suite_files import DEFAULT_SKIP_DIRS, SUITE_KEYS, SuitePlaces, is_suite_file, suite_files
 from pytest_agentgym.config.tasks import parse_tasks
+from pytest_agentgym.config import variables
 
 
 class SuiteError(Exception):
@@ -165,7 +165,7 @@ def _when_set(data: dict[str, Any], where: str) -> dict[str, Any]:
         if unknown:
             raise SuiteError(f"{where}: when_set.{variable} cannot set {', '.join(unknown)}; it sets the keys "
                              f"of an episode's run (tasks, gates, ...), {example}")
-        if os.environ.get(str(variable), "").strip():
+        if variables.value(str(variable)) is not None:
             data = {**data, **keys}
     return data
 

@@ -8,12 +8,12 @@ No process here.
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
 from pytest_agentgym.model.call_settings import reject_unknown_keys
+from pytest_agentgym.config import variables
 
 __all__ = ["DTYPES", "LOGPROBS_MODES", "VLLMOptions", "VLLM_PYTHON_ENV"]
 
@@ -93,4 +93,4 @@ class VLLMOptions:
                                  f"run header and run.json record what vLLM was given")
 
     def interpreter(self) -> str:
-        return self.python or os.environ.get(VLLM_PYTHON_ENV) or sys.executable
+        return self.python or variables.value(VLLM_PYTHON_ENV) or sys.executable

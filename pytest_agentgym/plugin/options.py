@@ -9,7 +9,6 @@ config/options.py's, which knows nothing of pytest.
 
 from __future__ import annotations
 
-import os
 import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_agentgym.config.options import BY_NAME, OPTIONS, Option
+from pytest_agentgym.config import variables
 
 if TYPE_CHECKING:  # resolved only in a session that evaluates (plugin/dormancy.py)
     from pytest_agentgym.config.settings import Settings
@@ -69,8 +69,9 @@ def given(config: pytest.Config, option: Option) -> tuple[Any, str] | None:
     value = config.getoption(option.dest, default=None)
     if value is not None:
         return value, option.flag
-    if os.environ.get(option.env_var, "").strip():
-        return os.environ[option.env_var], f"environment variable {option.env_var}"
+    from_environment = variables.value(option.env_var)
+    if from_environment is not None:
+        return from_environment, f"environment variable {option.env_var}"
     try:
         value = config.getini(option.dest)
     except ValueError:

@@ -27,6 +27,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
+from pytest_agentgym.config import variables
+
 #: environment variable naming the state directory (tests point it at a temporary one)
 STATE_DIR_ENV = "AGENTGYM_STATE_DIR"
 STATE_FILE = "notices.json"
@@ -43,10 +45,10 @@ class Notice:
 
 def state_dir() -> Path:
     """Where this user's pytest-agentgym state lives on this machine."""
-    explicit = os.environ.get(STATE_DIR_ENV)
-    if explicit:
+    explicit = variables.value(STATE_DIR_ENV)
+    if explicit is not None:
         return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_STATE_HOME", "")
+    xdg = variables.value("XDG_STATE_HOME") or ""
     base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".local" / "state"
     return base / "pytest-agentgym"
 

@@ -66,6 +66,16 @@ def test_gitlab_parallel_pair_is_one_based():
         shards.from_environment({"CI_NODE_INDEX": "1"})
 
 
+def test_blank_scheduler_variables_are_not_set():
+    # a CI template that sets CI_NODE_INDEX to "" on a Kubernetes job is the Kubernetes job's shard
+    env = {"JOB_COMPLETION_INDEX": "1", "AGENTGYM_SHARD_COUNT": "2", "CI_NODE_INDEX": "", "CI_NODE_TOTAL": " "}
+    shard = shards.from_environment(env)
+    assert (shard.index, shard.count, shard.source) == (2, 2, shards.from_environment(
+        {"JOB_COMPLETION_INDEX": "1", "AGENTGYM_SHARD_COUNT": "2"}).source)
+    with pytest.raises(ShardError, match="no scheduler variables are set"):
+        shards.from_environment({"SLURM_ARRAY_TASK_ID": "  ", "CI_NODE_INDEX": ""})
+
+
 def test_auto_without_variables_lists_what_it_looked_for():
     with pytest.raises(ShardError) as caught:
         shards.from_environment({"HOME": "/root"})

@@ -28,6 +28,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from pytest_agentgym.config import variables
+
 DATA_ENV = "ALFWORLD_DATA"
 SHIPPED_DATA = Path(__file__).parent / "alfworld_data"
 MAPPINGS = Path(__file__).parent / "alfworld_mappings.json"
@@ -72,8 +74,8 @@ def game_dirs() -> tuple[str, ...]:
 
 def data_dir() -> tuple[Path, bool]:
     """(the data directory, whether it is the shipped one)."""
-    configured = os.environ.get(DATA_ENV)
-    if configured:
+    configured = variables.value(DATA_ENV)
+    if configured is not None:
         return Path(configured).expanduser(), False
     return SHIPPED_DATA, True
 

@@ -44,7 +44,6 @@ are served one at a time, but ``GET /`` still answers while a query runs.
 from __future__ import annotations
 
 import logging
-import os
 import random
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -60,6 +59,7 @@ from pytest_agentgym.servers.embedded.sqlgym_bird import (
     check_bird_dir,
     shipped_bird_dir,
 )
+from pytest_agentgym.config import variables
 
 log = logging.getLogger("pytest_agentgym.sqlgym_server")
 
@@ -193,7 +193,7 @@ class SQLGymService:
 def data_dir() -> tuple[Path, bool]:
     """(directory, shipped): ``AGENTENV_SQLGYM_BIRD_PATH`` when set, else the shipped
     data set (built on first use)."""
-    configured = os.environ.get(BIRD_PATH_ENV)
+    configured = variables.value(BIRD_PATH_ENV)
     return (Path(configured), False) if configured else (shipped_bird_dir(), True)
 
 

@@ -13,13 +13,13 @@ change between runs); the project catalogue has one price per product.
 
 from __future__ import annotations
 
-import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_agentgym.servers.embedded.webshop.data_files import DATA_ENV, DEFAULT_PRICE, load_products
 from pytest_agentgym.servers.embedded.webshop.project_catalogue import project_catalogue_dir
+from pytest_agentgym.config import variables
 
 #: ``Shop.source`` of the project catalogue
 PROJECT_SOURCE = "project catalogue"
@@ -42,8 +42,8 @@ def load_shop(data_dir: str | Path | None = None) -> Shop:
     catalogue (generated and cached at first use)."""
     from pytest_agentgym.servers.embedded.webshop.goals import build_goals
 
-    if data_dir is None and os.environ.get(DATA_ENV):
-        data_dir = os.environ[DATA_ENV]
+    if data_dir is None:
+        data_dir = variables.value(DATA_ENV)
     if data_dir is None:
         directory, source, comparable = project_catalogue_dir(), PROJECT_SOURCE, False
     else:

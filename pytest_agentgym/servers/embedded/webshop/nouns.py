@@ -42,10 +42,10 @@ comparison, install a spaCy model (a tagger's ``name`` says which one it is).
 from __future__ import annotations
 
 import importlib
-import os
 import re
 from functools import lru_cache
 from typing import Callable, Protocol
+from pytest_agentgym.config import variables
 
 #: environment variable naming the spaCy model to load (a package name)
 SPACY_MODEL_ENV = "AGENTGYM_WEBSHOP_SPACY_MODEL"
@@ -182,7 +182,7 @@ def spacy_tagger(model: str | None = None) -> SpacyTagger | None:
 def default_tagger() -> Tagger:
     """The tagger the reward uses when it is given none: spaCy if a model imports, else the rules.
     A model named by ``AGENTGYM_WEBSHOP_SPACY_MODEL`` that does not import is an error."""
-    wanted = os.environ.get(SPACY_MODEL_ENV) or None
+    wanted = variables.value(SPACY_MODEL_ENV)
     tagger = spacy_tagger(wanted)
     if tagger is not None:
         return tagger

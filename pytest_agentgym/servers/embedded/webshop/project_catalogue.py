@@ -46,6 +46,7 @@ from pytest_agentgym.servers.embedded.webshop.product_types import (
     TYPES,
     ProductType,
 )
+from pytest_agentgym.config import variables
 
 #: environment variable naming the parent directory of the project catalogue's cache
 CACHE_ENV = "AGENTGYM_WEBSHOP_CACHE"
@@ -65,9 +66,10 @@ def catalogue_version() -> str:
 
 
 def _cache_root() -> Path:
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    configured = variables.value(CACHE_ENV)
+    if configured is not None:
+        return Path(configured).expanduser()
+    base = variables.value("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "pytest-agentgym" / "webshop"
 
 
@@ -78,7 +80,7 @@ def _complete(directory: Path) -> bool:
 def project_catalogue_dir(cache_root: str | Path | None = None) -> Path:
     """The project catalogue's data directory, written on first use (into a scratch
     directory beside it, then renamed, so no reader ever sees half of it)."""
-    explicit = cache_root is not None or bool(os.environ.get(CACHE_ENV))
+    explicit = cache_root is not None or variables.value(CACHE_ENV) is not None
     root = Path(cache_root) if cache_root is not None else _cache_root()
     target = root / catalogue_version()
     if _complete(target):
