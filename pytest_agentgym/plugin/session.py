@@ -43,10 +43,14 @@ def _episodes(items: list[pytest.Item]) -> list[episode_items.EpisodeItem]:
 
 
 def as_usage_error(function, *args):  # type: ignore[no-untyped-def]
-    from pytest_agentgym.results.ledger import LedgerError
+    """``function(*args)`` with a :class:`LedgerError` made a usage error (exit 4), except a resume
+    that no model endpoint can play now: infrastructure, exit 3 as a run with none."""
+    from pytest_agentgym.results.ledger import LedgerError, ResumeNotPlayable
 
     try:
         return function(*args)
+    except ResumeNotPlayable as exc:
+        pytest.exit(f"agentgym: NOT PLAYED: {exc}", returncode=NOT_PLAYED_EXIT)
     except LedgerError as exc:
         raise pytest.UsageError(str(exc)) from None
 

@@ -37,6 +37,11 @@ class LedgerError(ValueError):
     """A run directory that cannot be used as asked; the message says what to do."""
 
 
+class ResumeNotPlayable(LedgerError):
+    """A resume that cannot go on now for want of infrastructure (no model endpoint answers),
+    not because of its settings: the plugin exits 3 (not played), as a run with no endpoint does."""
+
+
 # -- the process that writes a run -------------------------------------------------------
 
 

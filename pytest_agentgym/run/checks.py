@@ -14,7 +14,7 @@ import dataclasses
 from typing import Any, Mapping, Sequence
 
 from pytest_agentgym.results import fingerprint
-from pytest_agentgym.results.ledger import LedgerError, RunLedger
+from pytest_agentgym.results.ledger import LedgerError, ResumeNotPlayable, RunLedger
 
 Key = tuple[str, int, int]
 
@@ -39,6 +39,21 @@ def resumable(ledger: RunLedger, fp: Mapping[str, Any], run_id: str, started: Se
             f"episode means and differ from the run's:\n  - " + "\n  - ".join(diffs)
             + "\nrestore them (see the run's run.json, 'command' and 'fingerprint'), or start a "
               "new run without --agentgym-resume")
+
+
+def resumable_without_model(ledger: RunLedger, run_id: str, why: str, command: str) -> None:
+    """A resume when no model endpoint answers: its episodes could only be recorded as errors of
+    no model, beside the run's model's; refuse (:class:`ResumeNotPlayable`, nothing written)
+    saying so, where the run had a model. A run that never had one goes on as it began."""
+    if not ledger.resuming:
+        return
+    then = ledger.previous.fingerprint or {}
+    if "none" in (then.get("model"), then.get("endpoint_kind")):
+        return
+    raise ResumeNotPlayable(
+        f"cannot resume run {run_id} ({ledger.run_dir.path}) now: {why.rstrip('. ')}. Its episodes were "
+        f"played by model {then.get('model')!r} ({then.get('endpoint_kind')}); nothing was played or recorded. "
+        f"Once that endpoint answers, resume again: {command}")
 
 
 def baseline_usable(settings: Any) -> None:

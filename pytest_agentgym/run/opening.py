@@ -77,6 +77,8 @@ def open_records(settings: Any, resources: Any, ledger: Any, chosen: Any, env_na
         fp = resources.fleet.adopt_fingerprint(fp)
     planned = set(selection) if selection is not None else planned_keys  # a shard: all of it
     try:
+        if chosen is None:
+            checks.resumable_without_model(ledger, s.run_id, resources.setup_error.message, s.command)
         checks.resumable(ledger, fp, s.run_id, started=env_names)
         baseline_note = checks.comparable_with_baseline(s, fp, env_names, planned)
     except LedgerError:

@@ -154,6 +154,18 @@ def test_a_wait_that_runs_out_errors_the_episodes_saying_how_long_it_waited(pyte
     assert all("model.outage.wait_s" in m for m in messages), messages
     assert "still unreachable after waiting 2 s" in harness_log(run_dir)
 
+    # the endpoint still down: the resume says so (not "another model"), and records nothing
+    before = written_lines(run_dir / "episodes.jsonl")
+    refused = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-resume=gone")
+    said = refused.stdout.str() + refused.stderr.str()
+    assert refused.ret == 3, said  # infrastructure, as a run with no endpoint: not a usage error
+    assert "agentgym: NOT PLAYED: cannot resume run gone" in said and "'none' now" not in said, said
+    assert (f"now: no model endpoint is available: primary openai at {agent.url}/v1 unhealthy (connection "
+            "refused). Start one of them, or change model.endpoints in the node profile. Its episodes were "
+            "played by model 'reference' (openai); nothing was played or recorded. Once that endpoint "
+            "answers, resume again: ") in said, said
+    assert written_lines(run_dir / "episodes.jsonl") == before
+
     # the endpoint back, the same model: resuming plays the errored episodes again
     agents(agent.port)
     resumed = run(pytester, "suites", f"--agentgym-node={node}", "--agentgym-resume=gone")
