@@ -3,7 +3,7 @@
 A run that compares with a baseline plays each environment's tasks in a seeded
 random order (:func:`play_order`), so that the tasks played at any point are a
 random sample of the planned ones and the comparison on them estimates the same
-change. At a few *looks* (after 1/4, 1/2 and 3/4 of the planned tasks,
+change. At a few *looks* (after each eighth of the planned tasks,
 :meth:`SequentialPlan.look_points`) the comparison of exactly the first ``n`` tasks
 of that order is judged; when it is decided the environment stops, and the rest of
 its episodes are not played.
@@ -42,8 +42,10 @@ from pytest_agentgym.results.records import EpisodeRecord
 Key = tuple[str, int, int]
 T = TypeVar("T")
 
-#: The interim looks, as fractions of an environment's planned tasks.
-LOOKS = (0.25, 0.5, 0.75)
+#: The interim looks, as fractions of an environment's planned tasks: after each eighth. More
+#: looks stop a clearly worse checkpoint sooner; with the spending's exponent (boundaries.RHO)
+#: they cost no more power than three looks at quarters did (benchmarks/gates/sequential_frontier.py).
+LOOKS = tuple(k / 8 for k in range(1, 8))
 #: The share of alpha the interim ``ok`` looks spend, in all, on their two-sided intervals;
 #: the final comparison runs at no more than what is left. Small: at a battery's sizes an
 #: interim ``ok`` is rare (it needs a narrow interval early), while every share spent here
@@ -247,18 +249,17 @@ def decide_against_baseline(env: str, baseline: Sequence[EpisodeRecord], candida
     recorded = _estimate(pairs, ok_alpha)
     found = regression_design(pairs, order, points, plan, planned)
     bound = found.bounds[-1]
-    look = f"look {len(points)} of {len(points) + 1}"
     if (bound is not None and recorded.ci is not None and math.fsum(pairs.differences) <= bound + 1e-9
             and recorded.delta < -plan.margin - TOLERANCE):
         return "regressed", (f"{metric} fell by {-recorded.delta:.3f} over {len(pairs.units)} paired tasks "
                              f"(p={recorded.p_raw:.2g} <= {found.nominal[-1]:.2g}, the O'Brien-Fleming "
-                             f"boundary of {look}, {found.how})")
+                             f"boundary of the look at {points[-1]} of {planned} tasks, {found.how})")
     worst_case: EnvPairs = pair_env(env, base, cand, metric, against_candidate=_bounds(pairs))
     against = _estimate(worst_case, ok_alpha)
     if plan.margin > 0 and against.ci is not None and against.ci[0] > -plan.margin + TOLERANCE:
         return "ok", (f"the {1 - ok_alpha:.3%} interval [{against.ci[0]:.3f}, {against.ci[1]:.3f}] "
                       f"over {len(worst_case.units)} paired tasks rules out a drop larger than the "
-                      f"margin {plan.margin:g} ({look})")
+                      f"margin {plan.margin:g} (the look at {points[-1]} of {planned} tasks)")
     return None
 
 

@@ -29,12 +29,14 @@ def test_the_alpha_of_each_look_and_of_the_final_comparison():
 
 
 @pytest.mark.parametrize("planned, points", [
-    (0, ()), (1, ()), (2, (1,)), (3, (1, 2)), (4, (1, 2, 3)), (5, (2, 3, 4)),
-    (40, (10, 20, 30)), (41, (11, 21, 31)), (100, (25, 50, 75)), (101, (26, 51, 76)),
+    (0, ()), (1, ()), (2, (1,)), (3, (1, 2)), (4, (1, 2, 3)), (5, (1, 2, 3, 4)),
+    (40, (5, 10, 15, 20, 25, 30, 35)), (41, (6, 11, 16, 21, 26, 31, 36)),
+    (100, (13, 25, 38, 50, 63, 75, 88)), (101, (13, 26, 38, 51, 64, 76, 89)),
 ])
 def test_look_points_at_their_boundaries(planned, points):
-    """A quarter of 40 is 10 exactly (not 11); of 41 it is 10.25, so the look waits for 11;
-    a point equal to every task (the end) is no interim look."""
+    """An eighth of 40 is 5 exactly (not 6); of 41 it is 5.125, so the look waits for 6;
+    looks that fall on one count are one look, and a point equal to every task (the end)
+    is no interim look."""
     assert PLAN.look_points(planned) == points
 
 
@@ -104,30 +106,30 @@ def _decide(base, cand, points, plan=PLAN, *, planned=40, budget=0.05):
 def test_a_regression_is_decided_at_the_exact_boundary_of_a_look():
     """Every task lost: the sum of the differences is -n. The boundary of a look is the
     lowest sums whose null mass (paths that crossed no earlier look excluded) fits the
-    O'Brien-Fleming-like spend 0.05 t^3: at 10 of 40 tasks 0.00078 < 2^-10, so no 10
-    losses decide; at 20 of 40 (spend 0.00625) all 20 lost do."""
+    O'Brien-Fleming-like spend 0.05 t^4: at 10 of 40 tasks 0.000195 < 2^-10, so no 10
+    losses decide; at 20 of 40 (spend 0.003125) all 20 lost do."""
     assert _decide(*_runs(10), (10,)) is None
     verdict, why = _decide(*_runs(20), (10, 20))
     assert verdict == "regressed"
     assert why.startswith("success fell by 1.000 over 20 paired tasks (p=9.5e-07 <= ")
-    assert "the O'Brien-Fleming boundary of look 2 of 3, exact" in why
+    assert "the O'Brien-Fleming boundary of the look at 20 of 40 tasks, exact" in why
     # 20 tasks played, the first n lost and the rest still passed: p = 2^-n, and the first
-    # look had no boundary, so the second spends all of 0.00625: 2^-8 = 0.0039 fits, 2^-7 not
+    # look had no boundary, so the second spends all of 0.003125: 2^-9 = 0.00195 fits, 2^-8 not
     base = _runs(0)[0]
-    for lost, expected in ((7, None), (8, "regressed")):
+    for lost, expected in ((8, None), (9, "regressed")):
         cand = [make_episode("W", t, outcome="failed" if t < lost else "passed") for t in range(20)]
         found = _decide(base, cand, (10, 20))
         assert (found[0] if found else None) == expected, (lost, found)
-    assert spend(0.5, 0.05) == pytest.approx(0.00625) and spend(0.25, 0.05) == pytest.approx(0.00078125)
+    assert spend(0.5, 0.05) == pytest.approx(0.003125) and spend(0.25, 0.05) == pytest.approx(0.05 / 256)
 
 
 def test_the_family_shares_the_level():
-    """Four environments compared together: each spends alpha / 4 (0.00156 at half way,
-    where one alone spends 0.00625), so 10 losses of 20 (2^-10) decide and 9 (2^-9 =
-    0.00195) no longer do."""
+    """Four environments compared together: each spends alpha / 4 (0.00078 at half way,
+    where one alone spends 0.0031), so 11 losses of 20 (2^-11) decide and 10 (2^-10 =
+    0.00098) no longer do."""
     four = SequentialPlan(alpha=0.05, margin=0.05, n_envs=4)
     base = _runs(0)[0]
-    for lost, expected in ((9, None), (10, "regressed")):
+    for lost, expected in ((10, None), (11, "regressed")):
         cand = [make_episode("W", t, outcome="failed" if t < lost else "passed") for t in range(20)]
         found = _decide(base, cand, (10, 20), four)
         assert (found[0] if found else None) == expected, (lost, found)
@@ -141,8 +143,8 @@ def test_over_the_error_budget_nothing_is_decided():
 
 def test_an_unchanged_candidate_is_ok_once_the_interval_is_narrow_enough():
     """The score interval of no change over n tasks is +-z^2/(n + z^2) at the look's ok
-    level: the first look of 800 tasks (200) spends 1.6e-5 (z^2 = 18.7: +-0.085, open), the
-    second (400) 0.00011 (z^2 = 15.0: +-0.036, ok)."""
+    level: the first look of 800 tasks (200) spends 3.9e-6 (z^2 = 21.3: +-0.096, open), the
+    second (400) 5.9e-5 (z^2 = 16.1: +-0.039, ok)."""
     same = [make_episode("W", t) for t in range(800)]
     order = list(range(800))
     assert decide_against_baseline("W", same, same, order, (200,), PLAN, metric="success",
@@ -150,7 +152,7 @@ def test_an_unchanged_candidate_is_ok_once_the_interval_is_narrow_enough():
     verdict, why = decide_against_baseline("W", same, same, order, (200, 400), PLAN, metric="success",
                                            max_error_rate=0.05)
     assert verdict == "ok"
-    assert why.startswith("the 99.989% interval [-0.036, 0.036] over 400 paired tasks rules out a drop")
+    assert why.startswith("the 99.994% interval [-0.039, 0.039] over 400 paired tasks rules out a drop")
 
 
 def test_a_decision_says_what_was_decided_where():

@@ -20,14 +20,14 @@ def _stopper(gate: str, tasks: int = 40) -> Stopper:
 
 
 def test_a_gate_is_not_decided_while_the_errors_exceed_the_budget():
-    """At the first look (10 of 40 tasks) 6 passed and 4 errored: more than the 3 of 10 the
-    5% budget allows (results/error_budget.py). Scored alone, 6 passes of 36 would already
-    decide ``success_rate >= 0.1`` passing."""
+    """At the look of 10 of 40 tasks 6 passed and 4 errored: more than the 3 of 10 the 5%
+    budget allows (results/error_budget.py); the look before it, at 5, had 4 errors of 5.
+    Scored alone, 6 passes of 36 would already decide ``success_rate >= 0.1`` passing."""
     stopper = _stopper("success_rate >= 0.1")
     for task in range(10):
         stopper.recorded(make_episode("W", task, repeat=1, outcome="error" if task < 4 else "passed"))
     assert stopper.look("W") is None
-    assert stopper.watches["W"].used_points == {10} and stopper.stops == {}
+    assert stopper.watches["W"].used_points == {5, 10} and stopper.stops == {}
 
 
 def test_the_same_look_within_the_budget_decides():

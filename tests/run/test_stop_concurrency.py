@@ -60,8 +60,8 @@ def test_no_episode_begins_after_the_decision_and_the_look_is_the_same_at_any_co
 
 
 def test_a_stopped_environment_keeps_its_baseline_gate_in_run_json(pytester):
-    """The threshold gate fails at the first look (10 of 40 tasks); the baseline comparison
-    is still open there (10 losses: p = 2^-10 is above that look's boundary), so it is listed
+    """The threshold gate fails at the first look (5 of 40 tasks); the baseline comparison
+    is still open there (5 losses: p = 2^-5 is above that look's boundary), so it is listed
     not judged, with why, instead of missing from run.json."""
     node = _project(pytester, "environment: Wordle\ntasks: 0-39\ngates: ['success_rate >= 0.9']\n")
     assert run(pytester, "suites", node, "--agentgym-run-id=base").ret == 0
@@ -70,7 +70,7 @@ def test_a_stopped_environment_keeps_its_baseline_gate_in_run_json(pytester):
     assert result.ret == 1
     info = run_json(pytester, "cand")
     stop = info["stopped_early"]["Wordle"]
-    assert stop["verdict"] == "failed" and stop["tasks"] == 10
+    assert stop["verdict"] == "failed" and stop["tasks"] == 5
     assert stop["open"] == ["baseline success, margin 0.05"]
     gates = {g["gate"]: g for g in info["gates"] if g["env"] == "Wordle"}
     assert set(gates) == {"success_rate >= 0.9", "baseline success, margin 0.05"}

@@ -47,7 +47,7 @@ def test_a_clearly_worse_candidate_stops_at_a_look_and_fails(pytester):
     assert cand.ret == 1
     stopped = run_json(pytester, "cand")["stopped_early"]["Wordle"]
     assert stopped["verdict"] == "regressed"
-    assert stopped["tasks"] in (10, 20, 30) and stopped["planned_tasks"] == 40  # a look point of 40 tasks
+    assert stopped["tasks"] in range(5, 40, 5) and stopped["planned_tasks"] == 40  # a look point of 40 tasks
     assert stopped["planned_episodes"] == 40 and stopped["episodes"] == stopped["tasks"]
     assert stopped["decided"] == {"baseline success, margin 0.05": {"passed": False, "why": stopped["why"]}}
     played = episodes(pytester, "cand")
@@ -60,7 +60,7 @@ def test_a_clearly_worse_candidate_stops_at_a_look_and_fails(pytester):
     assert "regressed: success fell by" in skipped[0]
     cand.stdout.fnmatch_lines(["*agentgym: STOPPED EARLY: Wordle stopped after * of 40 tasks*regressed*",
                                "GATE FAILED: Wordle baseline success, margin 0.05: success fell by *"
-                               "O'Brien-Fleming boundary of look * of 3, exact)"])
+                               "O'Brien-Fleming boundary of the look at * of 40 tasks, exact)"])
     info = run_json(pytester, "cand")
     assert info["counts"]["stopped_early"] == 40 - len(played) and info["status"] == "finished"
     assert [g["outcome"] for g in info["gates"]] == ["failed"]  # decided, not "not judged"
@@ -113,13 +113,13 @@ def test_a_threshold_gate_decided_early_stops_and_the_open_one_is_not_judged(pyt
     result = run(pytester, "suites", node, "--agentgym-run-id=gate", "--agentgym-model=random", STOP, "-rs")
     assert result.ret == 1
     stopped = run_json(pytester, "gate")["stopped_early"]["Wordle"]
-    assert stopped["verdict"] == "failed" and stopped["tasks"] == 10
+    assert stopped["verdict"] == "failed" and stopped["tasks"] == 5  # the first look: 5 of 5 failed
     assert stopped["why"].startswith("success_rate >= 0.9 failed: success_rate = ")
     gates = {g["gate"]: g for g in run_json(pytester, "gate")["gates"]}
     assert gates["success_rate >= 0.9"]["outcome"] == "failed"
     assert gates["mean_reward == 0.5"]["outcome"] == "not-judged"
     assert gates["mean_reward == 0.5"]["detail"] == "stopped early: 'success_rate >= 0.9' decided it"
-    assert "stopped early: Wordle stopped after 10 of 40 tasks" in skip_reasons(result)[0]
+    assert "stopped early: Wordle stopped after 5 of 40 tasks" in skip_reasons(result)[0]
 
 
 def test_without_a_baseline_or_gates_nothing_stops_and_the_header_says_so(pytester):
@@ -204,18 +204,19 @@ def test_each_look_is_made_once_on_exactly_its_tasks_whatever_finished_beyond_th
     done beyond the point (concurrency finishes them out of order) neither make a look
     early nor count at it, so one seed stops at the same place however episodes overlap."""
     stopper = _stopper("success_rate >= 0.5")
-    for task in [*range(9), *range(10, 25)]:  # everything to 25 but task 9
+    for task in [*range(9), *range(10, 23)]:  # everything to 23 but task 9
         stopper.recorded(_record(task, "passed"))
-    assert stopper.look("W") is None and stopper.watches["W"].used_points == set()  # task 9 still out
+    # the look of 5 (5/40 at worst: open); the look of 10 waits for task 9
+    assert stopper.look("W") is None and stopper.watches["W"].used_points == {5}
     stopper.recorded(_record(9, "failed"))
-    # 9/40 at the look of 10 (open), then 19 of the first 20 (19/40 at worst: open, though
-    # the 25 passed so far would decide it): each point once, on its own tasks
-    assert stopper.look("W") is None and stopper.watches["W"].used_points == {10, 20}
-    for task in range(25, 30):
+    # 9 of the first 10, 14 of 15, then 19 of the first 20 (19/40 at worst: open, though the 22
+    # passed so far would decide it): each point once, on its own tasks; 25 waits for 23 and 24
+    assert stopper.look("W") is None and stopper.watches["W"].used_points == {5, 10, 15, 20}
+    for task in (23, 24):
         stopper.recorded(_record(task, "passed"))
-    stop = stopper.look("W")  # 29 of the first 30 passed: 29/40 at worst
-    assert stop is not None and stop.decision.verdict == "passed" and stop.decision.tasks == 30
-    assert stop.decision.episodes == 30 and stop.recorded == 30
+    stop = stopper.look("W")  # 24 of the first 25 passed: 24/40 at worst
+    assert stop is not None and stop.decision.verdict == "passed" and stop.decision.tasks == 25
+    assert stop.decision.episodes == 25 and stop.recorded == 25
     assert stop.decided == {"success_rate >= 0.5": True} and stop.open == ()
     assert stopper.look("W") is None and stopper.unannounced() == [stop] and stopper.unannounced() == []
 
@@ -269,7 +270,7 @@ def test_seeded_order_keeps_each_environments_places():
 
 
 def test_a_gate_decided_failing_keeps_the_open_baseline_verdict_as_not_judged():
-    """The gate fails at the first look (200 of 800 tasks) while the baseline comparison is
+    """The gate fails at the first look (100 of 800 tasks) while the baseline comparison is
     still open there: the stop records it as open (also through run.json), and the run's
     verdicts list it, not judged, beside the failed gate (issue 40: a stopped environment
     lost its baseline entry)."""
@@ -283,7 +284,7 @@ def test_a_gate_decided_failing_keeps_the_open_baseline_verdict_as_not_judged():
     for record in base[:400]:
         stopper.recorded(record)
     stop = stopper.look("W")
-    assert stop is not None and stop.decision.verdict == "failed" and stop.decision.tasks == 200
+    assert stop is not None and stop.decision.verdict == "failed" and stop.decision.tasks == 100
     assert stop.decided == {"success_rate <= 0.1": False}
     assert stop.open == ("baseline success, margin 0.05",) and stop.recorded == 400
     carried = Stop.from_dict("W", stop.to_dict())  # what a resume reads back from run.json
