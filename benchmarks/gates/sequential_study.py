@@ -21,9 +21,10 @@ want <= 5%) and ok by each, and the share of the planned episodes each played.
     python benchmarks/gates/sequential_study.py --sims 1000 --workers 2   # results/sequential_study.json
     python benchmarks/gates/sequential_study.py --sims 50 --shapes "BabyAI (90)"   # a quick look
     python benchmarks/gates/sequential_study.py --table   # the JSON as docs/compare.md's table
-    python benchmarks/gates/sequential_study.py --sims 1000 --shapes "BabyAI (90)" --spend rho=4 --out ...
-        # a what-if: another spending function (rho=X: level * t^X; shares=a,b,c: the shares of the
-        # level spent by the looks at 1/4, 1/2 and 3/4, straight lines between them)
+    python benchmarks/gates/sequential_study.py --sims 1000 --shapes "BabyAI (90)" --spend rho=5 --out ...
+        # a what-if: another spending function (rho=X: level * t^X; shares=a,b,...: the shares of
+        # the level spent by the plugin's looks, straight lines between them); other looks and
+        # spendings side by side on the same batteries: sequential_frontier.py
 """
 
 from __future__ import annotations
@@ -144,9 +145,27 @@ def play_before(envs: tuple[str, ...], base: list[EpisodeRecord], cand: list[Epi
     return worst(decided), played
 
 
+def use_design(looks: int | None = None, rho: float | None = None) -> None:
+    """A what-if in this process: interim looks after each ``1/looks`` of the tasks, and the
+    spending function ``level * t^rho`` (the plugin's: compare/sequential.LOOKS, after each
+    eighth, and compare/boundaries.RHO, 4)."""
+    import pytest_agentgym.compare.boundaries as boundaries
+    import pytest_agentgym.compare.sequential as sequential
+
+    if rho is not None:
+        boundaries.RHO = float(rho)
+    if looks is not None:
+        fractions = tuple(k / looks for k in range(1, looks))
+        sequential.LOOKS = fractions
+        n_envs, _, ok_share = SequentialPlan.__init__.__defaults__
+        SequentialPlan.__init__.__defaults__ = (n_envs, fractions, ok_share)  # the Stopper's plans take it
+
+
 def use_spending(spec: str | None) -> None:
     """``--spend``: replace the spending function of compare/boundaries.py in this process (a
-    what-if for the frontier between episodes played and power; the plugin's is ``level * t^3``)."""
+    what-if for the frontier between episodes played and power). ``rho=X``: ``level * t^X``;
+    ``shares=a,b,...``: the shares of the level spent by the plugin's looks, in order (one per
+    look), straight lines between them."""
     if not spec:
         return
     import pytest_agentgym.compare.boundaries as boundaries
@@ -154,15 +173,17 @@ def use_spending(spec: str | None) -> None:
 
     name, _, value = spec.partition("=")
     if name == "rho":
-        boundaries.RHO = float(value)
+        use_design(rho=float(value))
         return
-    if name != "shares":
-        raise SystemExit(f"--spend {spec}: use rho=X or shares=A,B,C")
-    xs, ys = (0.0, 0.25, 0.5, 0.75, 1.0), (0.0, *(float(v) for v in value.split(",")), 1.0)
+    looks = tuple(sequential.LOOKS)
+    shares = tuple(float(v) for v in value.split(",")) if name == "shares" else ()
+    if name != "shares" or len(shares) != len(looks):
+        raise SystemExit(f"--spend {spec}: use rho=X or shares= with one share per look ({len(looks)})")
+    xs, ys = (0.0, *looks, 1.0), (0.0, *shares, 1.0)
 
     def spend(t: float, level: float) -> float:
         t = min(1.0, max(0.0, t))
-        k = next(i for i in range(4) if t <= xs[i + 1] + 1e-12)
+        k = next(i for i in range(len(xs) - 1) if t <= xs[i + 1] + 1e-12)
         return level * (ys[k] + (ys[k + 1] - ys[k]) * (t - xs[k]) / (xs[k + 1] - xs[k]))
 
     boundaries.spend = sequential.spend = spend
@@ -244,6 +265,9 @@ def main() -> None:
     if args.table:
         print(table(Path(args.out)), end="")
         return
+    import pytest_agentgym.compare.boundaries as boundaries
+    import pytest_agentgym.compare.sequential as sequential
+
     started, library = time.monotonic(), library_state()  # what the workers import now, not at the end
     rows = study(args.sims, args.seed, args.workers, tuple(args.shapes), args.spend)
     seconds = round(time.monotonic() - started)
@@ -253,7 +277,8 @@ def main() -> None:
                + (f" --spend {args.spend}" if args.spend else ""))
     Path(args.out).write_text(json.dumps({"sims": args.sims, "seed": args.seed, "alpha": ALPHA, "margin": MARGIN,
                                           "seconds": seconds, "library": library, "command": command,
-                                          "spend": args.spend or "rho=3 (boundaries.RHO)",
+                                          "spend": args.spend or f"rho={boundaries.RHO:g} (boundaries.RHO)",
+                                          "looks": [round(f, 4) for f in sequential.LOOKS],
                                           "rows": rows}, indent=1) + "\n", encoding="utf-8")
     print(f"{seconds} s; wrote {args.out}")
 
