@@ -9,13 +9,13 @@ them from its checkout's data/ directory; ours from ``AGENTENV_WEBSHOP_DATA``)::
         --original http://127.0.0.1:36007 --sessions 0-99
 
 For each session id, both get ``/create`` and ``/reset``; then the same actions, chosen
-from the ORIGINAL's pages (search the instruction's words, open the first result, click
-each option the goal names that the item page offers, open Description and go back, Buy
-Now; plus an action that is no action), and after each one ``/observation``,
+from the ORIGINAL's pages (search the instruction's words, read from ``/instruction_text``,
+open the first result, click each option the goal names that the item page offers, open
+Description and go back, Buy Now; plus an action that is no action), and after each one ``/observation``,
 ``/available_actions`` and ``/instruction_text``. Every answer (status code and JSON
 body; ``/create``'s random id only by its type) is compared; differences are printed
 with the session, the request and both answers, and counted per route. Exit 0 when
-nothing differs.
+nothing differs and every session searched its instruction's words.
 
 Known difference: for a product whose price is a range, the original draws a price per
 env from the clock and ours is fixed, so a price text, and a reward's price part, may
@@ -70,6 +70,14 @@ def actions_for(page: str, clickables: list[str], instruction: str, step: int) -
     return ["click[description]", "click[< prev]", "click[buy now]", None][min(extra, 3)]
 
 
+def instruction_of(http: httpx.Client, env_idx: int) -> str:
+    """The goal's instruction, from ``/instruction_text`` (a JSON string). Not from ``/state``:
+    the first run of this script read it there, and against the original, whose ``/state`` gave
+    no instruction, every scripted episode searched for nothing."""
+    code, body = answer(http, "GET", "/instruction_text", params={"env_idx": env_idx})
+    return body if code == 200 and isinstance(body, str) else ""
+
+
 def same(a: Any, b: Any) -> str | None:
     """None when equal; "price" when only prices differ; else "differ"."""
     if a == b:
@@ -88,10 +96,11 @@ def main() -> int:
                         "/create builds a whole shop)")
     args = parser.parse_args()
     tally: Counter[str] = Counter()
-    shown = 0
+    shown = searched = 0
+    sessions = parse_ids(args.sessions)
     with httpx.Client(base_url=args.ours, timeout=args.timeout) as ours, \
             httpx.Client(base_url=args.original, timeout=args.timeout) as original:
-        for session in parse_ids(args.sessions):
+        for session in sessions:
             ids = {}
             for name, http in (("ours", ours), ("original", original)):
                 code, body = answer(http, "POST", "/create")
@@ -124,9 +133,10 @@ def main() -> int:
                     check(route, both("GET", route, query=True))
                 page = answer(original, "GET", "/observation", params={"env_idx": ids["original"]})[1]
                 offered = answer(original, "GET", "/available_actions", params={"env_idx": ids["original"]})[1]
-                instruction = answer(original, "GET", "/state", params={"env_idx": ids["original"]})[1]
-                action = actions_for(str(page), list((offered or {}).get("clickables", [])),
-                                     str((instruction or {}).get("instruction_text", "")), step)
+                instruction = instruction_of(original, ids["original"])
+                action = actions_for(str(page), list((offered or {}).get("clickables", [])), instruction, step)
+                if step == 0:
+                    searched += action != "search[]"
                 if action is None:
                     break
                 pair = both("POST", "/step", {"action": action})
@@ -134,9 +144,12 @@ def main() -> int:
                 step += 1
                 if isinstance(pair[1][1], dict) and pair[1][1].get("done"):
                     break
-    print("\nanswers compared, by route and verdict:")
+    print(f"\nsessions that searched their instruction's words: {searched} of {len(sessions)}")
+    print("answers compared, by route and verdict:")
     for key, count in sorted(tally.items()):
         print(f"  {key:40s} {count}")
+    if searched < len(sessions):  # a scripted episode that searched for nothing tests little
+        return 1
     return 1 if any(key.endswith("differ") for key in tally) else 0
 
 
