@@ -33,12 +33,20 @@ class RewardBelowThreshold(AssertionError):
 
 def collect_suite(file_path: Path, parent: pytest.Collector) -> SuiteFile | None:
     """The collector of ``file_path`` when it is a suite: in a place the user named for
-    suites (plugin/dormancy.py's :func:`suite_places`), or by what it holds (config/suite_files.py)."""
+    suites (plugin/dormancy.py's :func:`suite_places`), or by what it holds (config/suite_files.py).
+    A file reached a second time (``pytest .`` in a checkout whose ``suites`` links to the
+    package's) is collected once, where it was first reached."""
     from pytest_agentgym.config.suite_files import is_suite_file
+    from pytest_agentgym.plugin.stash import SUITE_FILES_KEY
     from pytest_agentgym.plugin.suite_places import suite_places
 
     if not is_suite_file(file_path, suite_places(parent.config)):
         return None
+    seen = parent.config.stash.setdefault(SUITE_FILES_KEY, set())
+    real = file_path.resolve()
+    if real in seen:
+        return None
+    seen.add(real)
     return SuiteFile.from_parent(parent, path=file_path)
 
 

@@ -84,6 +84,20 @@ def test_the_packaged_battery_runs_from_an_empty_directory(pytester):
                                   "lightweight, moderate*"])
 
 
+def test_a_suite_reached_twice_through_a_link_is_collected_once(pytester):
+    """The checkout's layout: ``suites`` links to the package's suites, so ``pytest .`` reaches
+    every suite file twice; each episode is collected once (it was a usage error per episode)."""
+    package = pytester.path / "pkg" / "suites"
+    package.mkdir(parents=True)
+    (package / "maze.yaml").write_text("environment: Maze\ntasks: 0-2\n")
+    (pytester.path / "suites").symlink_to(package, target_is_directory=True)
+    result = run(pytester, ".", "--collect-only", "-q")
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    collected = [line for line in result.outlines if "::Maze[" in line]
+    assert sorted(line.split("::")[1] for line in collected) == ["Maze[0]", "Maze[1]", "Maze[2]"], collected
+    assert "are the same episode" not in result.stderr.str()
+
+
 def test_an_empty_selection_says_what_to_do_and_leaves_no_reports(pytester):
     nothing = run(pytester, "--agentgym-envs=BabyAI")
     assert nothing.ret == pytest.ExitCode.NO_TESTS_COLLECTED, nothing.stdout.str()
