@@ -16,7 +16,9 @@ the candidate unchanged):
 
 * ``unchanged``: each episode of each run errs independently with chance 0 / 1 / 2 / 3%, for
   the lightweight battery (BabyAI 90, TextCraft 100, Maze 25, Wordle 25, judged together),
-  each of its sizes alone, and a battery of four 25-task environments; CI red is any
+  each of its sizes alone, a battery of four 25-task environments, and the moderate suites'
+  sizes (8, 30, 50, 200, 207 tasks, alone and as the local and field nodes run them; ``--shapes``
+  picks shapes); CI red is any
   environment ``error`` or ``regressed`` (the target: at most alpha + 2 points);
 * ``hidden drop``: BabyAI (90), 4 tasks the baseline solved fail in the candidate and are
   recorded as errors (the issue-23 case), alone and on top of 3% errors per run; beside it the
@@ -49,7 +51,13 @@ RESULTS = HERE / "results"
 ALPHA, MARGIN, BUDGET = 0.05, 0.05, 0.05
 BATTERY = {"BabyAI": 90, "TextCraft": 100, "Maze": 25, "Wordle": 25}
 SHAPES = {"battery (90/100/25/25)": BATTERY, "Maze (25)": {"Maze": 25}, "BabyAI (90)": {"BabyAI": 90},
-          "TextCraft (100)": {"TextCraft": 100}, "four 25-task envs": {f"E{i}": 25 for i in range(4)}}
+          "TextCraft (100)": {"TextCraft": 100}, "four 25-task envs": {f"E{i}": 25 for i in range(4)},
+          # the moderate suites' sizes (suites/moderate/*.yaml): on the local node ALFWorld 8, SQLGym
+          # 30, WebShop 50 (SciWorld skipped); on the others 200 each and SciWorld 207
+          "ALFWorld (8)": {"ALFWorld": 8}, "SQLGym (30)": {"SQLGym": 30}, "WebShop (50)": {"WebShop": 50},
+          "moderate, local (8/30/50)": {"ALFWorld": 8, "SQLGym": 30, "WebShop": 50},
+          "200 tasks": {"WebShop": 200}, "SciWorld (207)": {"SciWorld": 207},
+          "moderate, field (200/200/200/207)": {"ALFWorld": 200, "SQLGym": 200, "WebShop": 200, "SciWorld": 207}}
 DISTRIBUTIONS = {"Beta(2,2)": (2.0, 2.0), "Beta(0.3,0.3)": (0.3, 0.3)}
 RATES = (0.0, 0.01, 0.02, 0.03)
 HIDDEN = 4
@@ -220,25 +228,29 @@ def gates_jobs(library: str | None, sims: int, seed: int) -> list[tuple]:
 
 
 def jobs(library: str | None, sims: int, seed: int, *, no_errors: bool = True,
-         asymmetric: bool = True) -> list[tuple]:
+         asymmetric: bool = True, shapes: tuple[str, ...] | None = None) -> list[tuple]:
     """Every cell's job; a cell's seed depends only on its place, so a subset draws the same.
     ``no_errors`` False leaves out the 0% cells (no error: every rule judges them alike);
-    ``asymmetric`` False the candidate-only errors."""
+    ``asymmetric`` False the candidate-only errors; ``shapes`` only those shapes (and then no
+    hidden-drop cells)."""
     out = []
     for d, dist in enumerate(DISTRIBUTIONS):
         for s, shape in enumerate(SHAPES):
+            if shapes is not None and shape not in shapes:
+                continue
             for r, rate in enumerate(RATES):
                 if rate or no_errors:
                     out.append(("unchanged", library, dist, shape, rate, rate, sims, seed + 1000 * d + 100 * s + r))
             if asymmetric:
                 out.append(("unchanged", library, dist, shape, 0.0, 0.03, sims, seed + 1000 * d + 100 * s + 9))
         for r, rate in enumerate((0.0, 0.03)):
-            out.append(("hidden", library, dist, rate, sims, seed + 50_000 + 1000 * d + r))
+            if shapes is None:
+                out.append(("hidden", library, dist, rate, sims, seed + 50_000 + 1000 * d + r))
     return out
 
 
 def run(label: str, library: str | None, sims: int, seed: int, workers: int, *, study: str = "compare",
-        **cells: bool) -> Path:
+        **cells: object) -> Path:
     started = time.monotonic()
     work = gates_jobs(library, sims, seed) if study == "gates" else jobs(library, sims, seed, **cells)
     if workers <= 1:
@@ -357,12 +369,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-no-errors", action="store_true",
                         help="leave out the cells without errors (the same under any rule: for --label before)")
     parser.add_argument("--skip-asymmetric", action="store_true", help="leave out the candidate-only errors")
+    parser.add_argument("--shapes", nargs="+", choices=tuple(SHAPES), metavar="SHAPE",
+                        help=f"only these shapes, no hidden-drop cells (of: {'; '.join(SHAPES)})")
     args = parser.parse_args(argv)
     if args.table:
         print(gates_table(*([tuple(args.labels)] if args.labels else [])) if args.table == "gates" else table())
         return 0
     run(args.label, args.library, args.sims, args.seed, args.workers, study=args.study,
-        no_errors=not args.skip_no_errors, asymmetric=not args.skip_asymmetric)
+        no_errors=not args.skip_no_errors, asymmetric=not args.skip_asymmetric,
+        shapes=tuple(args.shapes) if args.shapes else None)
     return 0
 
 
