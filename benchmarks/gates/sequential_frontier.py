@@ -1,8 +1,9 @@
 """Stopping when decided: other looks and spending functions, side by side on the same batteries.
 
-Each design ``K/tR`` looks after each ``1/K`` of an environment's tasks (K - 1 interim looks)
-and spends its level along ``level * t^R``; ``8/t4`` is the plugin's (compare/sequential.LOOKS,
-compare/boundaries.RHO), ``4/t3`` the one it replaced. Per cell (a success distribution and a
+Each design ``K/tR`` looks after each ``1/K`` of an environment's tasks (K - 1 interim looks;
+``K/tR:M`` only up to ``M/K``) and spends its level along ``level * t^R``; ``8/t4:6`` is the
+plugin's (compare/sequential.LOOKS, compare/boundaries.RHO), ``4/t3`` the one it replaced
+(looks at quarters). Per cell (a success distribution and a
 drop) and simulation, BabyAI's 90 tasks get success probabilities p ~ Beta, the baseline
 succeeds with p and the candidate with max(p - drop, 0), one episode per task (as
 sequential_study.py draws them); every design then plays the same runs through the plugin's
@@ -13,7 +14,7 @@ comparison on the same runs (with the runs the design lost and won: the paired d
 standard error is about sqrt(lost + won) / sims) and the share of the episodes played.
 
     python benchmarks/gates/sequential_frontier.py --sims 4000 --workers 2   # results/sequential_frontier.json
-    python benchmarks/gates/sequential_frontier.py --sims 200 --designs 8/t4 4/t3   # a quick look
+    python benchmarks/gates/sequential_frontier.py --sims 200 --designs 8/t4:6 4/t3   # a quick look
     python benchmarks/gates/sequential_frontier.py --table   # the JSON as docs/compare.md's table
 """
 
@@ -35,21 +36,25 @@ from benchmarks.gates.calibration_studies import ALPHA, MARGIN, _draw, _pool_map
 from benchmarks.gates.simulated_runs import BATTERY, DISTRIBUTIONS, RESULTS  # noqa: E402
 from pytest_agentgym.compare import compare_runs  # noqa: E402
 
-DESIGNS = ("4/t3", "8/t4", "8/t4.5", "8/t5", "6/t4", "6/t4.5")
+DESIGNS = ("4/t3", "8/t4:6", "8/t4", "8/t4:5", "8/t3.5:6", "8/t5")
 DROPS = (0.10, 0.20, 0.30)
 ENV = "BabyAI"
 
 
-def parse_design(name: str) -> tuple[int, float]:
-    """``8/t4`` -> (8, 4.0): looks after each eighth, spending level * t^4."""
-    looks, _, rho = name.partition("/t")
+def parse_design(name: str) -> tuple[tuple[float, ...], float]:
+    """``8/t4`` -> (1/8, ..., 7/8) and 4.0: looks after each eighth, spending level * t^4;
+    ``8/t4:6`` stops looking after 6/8."""
+    looks, _, rest = name.partition("/t")
+    rho, _, last = rest.partition(":")
     try:
-        parsed = int(looks), float(rho)
+        k, r = int(looks), float(rho)
+        m = int(last) if last else k - 1
     except ValueError:
-        raise SystemExit(f"design {name!r}: write it K/tR, e.g. 8/t4 (looks after each 1/K, spending t^R)") from None
-    if parsed[0] < 2 or parsed[1] <= 0:
-        raise SystemExit(f"design {name!r}: K must be 2 or more and R above 0")
-    return parsed
+        raise SystemExit(f"design {name!r}: write it K/tR or K/tR:M, e.g. 8/t4 (looks after each 1/K up to "
+                         f"M/K, spending t^R)") from None
+    if k < 2 or r <= 0 or not 1 <= m < k:
+        raise SystemExit(f"design {name!r}: K must be 2 or more, R above 0 and M from 1 to K - 1")
+    return tuple(j / k for j in range(1, m + 1)), r
 
 
 def cell(job: tuple) -> dict:

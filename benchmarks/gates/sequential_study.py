@@ -145,17 +145,17 @@ def play_before(envs: tuple[str, ...], base: list[EpisodeRecord], cand: list[Epi
     return worst(decided), played
 
 
-def use_design(looks: int | None = None, rho: float | None = None) -> None:
-    """A what-if in this process: interim looks after each ``1/looks`` of the tasks, and the
-    spending function ``level * t^rho`` (the plugin's: compare/sequential.LOOKS, after each
-    eighth, and compare/boundaries.RHO, 4)."""
+def use_design(looks: int | tuple[float, ...] | None = None, rho: float | None = None) -> None:
+    """A what-if in this process: interim looks after each ``1/looks`` of the tasks (or at the
+    fractions given), and the spending function ``level * t^rho`` (the plugin's:
+    compare/sequential.LOOKS and compare/boundaries.RHO)."""
     import pytest_agentgym.compare.boundaries as boundaries
     import pytest_agentgym.compare.sequential as sequential
 
     if rho is not None:
         boundaries.RHO = float(rho)
     if looks is not None:
-        fractions = tuple(k / looks for k in range(1, looks))
+        fractions = tuple(k / looks for k in range(1, looks)) if isinstance(looks, int) else tuple(looks)
         sequential.LOOKS = fractions
         n_envs, _, ok_share = SequentialPlan.__init__.__defaults__
         SequentialPlan.__init__.__defaults__ = (n_envs, fractions, ok_share)  # the Stopper's plans take it

@@ -78,7 +78,7 @@ def stop_header_lines(run: Any) -> list[str]:
                 f"--agentgym-stop-when-decided the rest of their episodes are played now"] if earlier else []
     seed = f"seed {s.seed}" if s.seed is not None else f"run id {s.run_id}"
     lines = [f"agentgym: stop when decided: each environment's tasks in a random order ({seed}); it stops "
-             f"once its verdicts can no longer change (looked at after each eighth of its tasks)"]
+             f"once its verdicts can no longer change (looked at after each eighth of its tasks, up to three quarters)"]
     never = [env for env, plan in run.plans.items() if not plan.gates and not s.baseline]
     if never:
         lines.append(f"agentgym: stop when decided: nothing can stop {', '.join(never)}: no baseline "

@@ -58,7 +58,7 @@ def studies():
 
 
 def test_stopping_when_decided_keeps_false_alarms_near_alpha_and_saves_on_a_clear_drop(studies):
-    """--agentgym-stop-when-decided as the plugin runs it (seeded order, looks at each eighth,
+    """--agentgym-stop-when-decided as the plugin runs it (seeded order, looks at each eighth to 3/4,
     the rest at the final alpha), simulated by benchmarks/gates/calibration_studies.py: on
     unchanged runs it alarms within binomial noise of alpha; at a 30-point drop it calls
     the battery regressed as often as the fixed-size comparison and plays fewer episodes

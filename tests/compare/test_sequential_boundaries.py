@@ -119,4 +119,4 @@ def test_the_final_alpha_pays_for_stopped_environments_and_keeps_the_ok_share():
     plan = SequentialPlan(alpha=0.05, margin=0.05, n_envs=2)
     assert final_alpha([], plan) == pytest.approx(0.049)  # nothing crossed: only the ok looks' share
     paid = final_alpha([], plan, stopped=[0.025])
-    assert paid == pytest.approx(0.05 - 0.025 * (7 / 8) ** 4)  # what a stopped one could spend by its last look
+    assert paid == pytest.approx(0.05 - 0.025 * (6 / 8) ** 4)  # what a stopped one could spend by its last look
