@@ -243,6 +243,27 @@ def _merge(into: dict, counts: dict) -> None:
             target[key] += value
 
 
+def default_table(path: Path) -> str:
+    """The default study (per shape, repeats and distribution: the share regressed at each drop by
+    the gate, by exact McNemar and by the old gate, ok at no drop, the interval above the truth
+    averaged over the drops) as markdown, the figures in percent."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    cells: dict[tuple, list[dict]] = {}
+    for r in data["rows"]:
+        cells.setdefault((r["p"], r["repeats"], r["shape"]), []).append(r)
+    lines = ["| p | r | shape | regressed | McNemar | old gate | ok at 0 | CI above (mean) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for (dist, repeats, shape), rows in cells.items():
+        rows = sorted(rows, key=lambda r: r["drop"])
+        by_drop = {key: " / ".join(f"{100 * r[key]:.1f}" for r in rows) for key in ("regressed", "mcnemar", "old")}
+        ok = next((r["ok"] for r in rows if r["drop"] == 0), None)
+        above = [r["above"] for r in rows if r.get("above") is not None and "battery" not in shape]
+        lines.append(f"| {dist} | {repeats} | {shape} | {by_drop['regressed']} | {by_drop['mcnemar']} | "
+                     f"{by_drop['old']} | {'' if ok is None else f'{100 * ok:.1f}'} | "
+                     f"{f'{100 * sum(above) / len(above):.1f}' if above else ''} |")
+    return "\n".join(lines) + f"\n\n{data['sims']} pairs a cell, seed {data['seed']}; `{data['command']}`\n"
+
+
 # -- every study (--all) ------------------------------------------------------------------------------
 
 #: The studies of --all, in the order they run; each writes the JSON the table reads.
@@ -313,7 +334,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table", action="store_true",
                         help="instead: one markdown table of every study's JSON, to stdout and "
                              "benchmarks/gates/logs/issue23-calibration-table.md")
+    parser.add_argument("--default-table", action="store_true",
+                        help="instead: the default study's JSON (--output) as docs/compare.md's Calibration table")
     args = parser.parse_args(argv)
+    if args.default_table:
+        print(default_table(Path(args.output)), end="")
+        return 0
     if args.all or args.table:
         unknown = [name for name in args.skip if name not in ALL_STUDIES]
         if unknown:
