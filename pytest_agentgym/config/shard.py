@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from pytest_agentgym.config import variables
+from pytest_agentgym.process import variables
 
 Key = tuple[str, int, int]
 

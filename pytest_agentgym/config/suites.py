@@ -40,7 +40,7 @@ from pytest_agentgym.envs.spec import is_verifiers, read_yaml
 from pytest_agentgym.results.gates import Gate, GateError
 from pytest_agentgym.config.suite_files import DEFAULT_SKIP_DIRS, SUITE_KEYS, SuitePlaces, is_suite_file, suite_files
 from pytest_agentgym.config.tasks import parse_tasks
-from pytest_agentgym.config import variables
+from pytest_agentgym.process import variables
 
 
 class SuiteError(Exception):

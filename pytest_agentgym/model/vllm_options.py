@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
 from pytest_agentgym.model.call_settings import reject_unknown_keys
-from pytest_agentgym.config import variables
+from pytest_agentgym.process import variables
 
 __all__ = ["DTYPES", "LOGPROBS_MODES", "VLLMOptions", "VLLM_PYTHON_ENV"]
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_agentgym.config.options import BY_NAME, OPTIONS, Option
-from pytest_agentgym.config import variables
+from pytest_agentgym.process import variables
 
 if TYPE_CHECKING:  # resolved only in a session that evaluates (plugin/dormancy.py)
     from pytest_agentgym.config.settings import Settings

@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
-from pytest_agentgym.config import variables
+from pytest_agentgym.process import variables
 
 #: environment variable naming the state directory (tests point it at a temporary one)
 STATE_DIR_ENV = "AGENTGYM_STATE_DIR"

@@ -28,7 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pytest_agentgym.config import variables
+from pytest_agentgym.process import variables
 
 DATA_ENV = "ALFWORLD_DATA"
 SHIPPED_DATA = Path(__file__).parent / "alfworld_data"

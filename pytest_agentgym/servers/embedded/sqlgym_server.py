@@ -59,7 +59,7 @@ from pytest_agentgym.servers.embedded.sqlgym_bird import (
     check_bird_dir,
     shipped_bird_dir,
 )
-from pytest_agentgym.config import variables
+from pytest_agentgym.process import variables
 
 log = logging.getLogger("pytest_agentgym.sqlgym_server")
 

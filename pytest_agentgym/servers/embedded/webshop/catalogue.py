@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pytest_agentgym.servers.embedded.webshop.data_files import DATA_ENV, DEFAULT_PRICE, load_products
 from pytest_agentgym.servers.embedded.webshop.project_catalogue import project_catalogue_dir
-from pytest_agentgym.config import variables
+from pytest_agentgym.process import variables
 
 #: ``Shop.source`` of the project catalogue
 PROJECT_SOURCE = "project catalogue"

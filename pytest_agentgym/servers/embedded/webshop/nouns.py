@@ -45,7 +45,7 @@ import importlib
 import re
 from functools import lru_cache
 from typing import Callable, Protocol
-from pytest_agentgym.config import variables
+from pytest_agentgym.process import variables
 
 #: environment variable naming the spaCy model to load (a package name)
 SPACY_MODEL_ENV = "AGENTGYM_WEBSHOP_SPACY_MODEL"

@@ -46,7 +46,7 @@ from pytest_agentgym.servers.embedded.webshop.product_types import (
     TYPES,
     ProductType,
 )
-from pytest_agentgym.config import variables
+from pytest_agentgym.process import variables
 
 #: environment variable naming the parent directory of the project catalogue's cache
 CACHE_ENV = "AGENTGYM_WEBSHOP_CACHE"

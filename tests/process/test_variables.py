@@ -1,4 +1,4 @@
-"""Environment variables as the plugin reads them (config/variables.py): a variable set to
+"""Environment variables as the plugin reads them (process/variables.py): a variable set to
 nothing but blanks is not set, wherever it is read."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentgym.config import variables
+from pytest_agentgym.process import variables
 from pytest_agentgym.config.suites import load_suite
 from pytest_agentgym.envs.spec import load_default_specs
 from pytest_agentgym.servers.embedded import alfworld_tasks
