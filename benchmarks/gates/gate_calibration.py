@@ -264,6 +264,28 @@ def default_table(path: Path) -> str:
     return "\n".join(lines) + f"\n\n{data['sims']} pairs a cell, seed {data['seed']}; `{data['command']}`\n"
 
 
+def reward_table(path: Path) -> str:
+    """The reward study (per kind of reward and number of tasks: ok, regressed, no interval, the
+    interval above and covering the true change, at drops 0 / 10 / 20) as markdown, in percent."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    cells: dict[tuple, list[dict]] = {}
+    for r in data["reward"]:
+        cells.setdefault((r["kind"], r["tasks"]), []).append(r)
+
+    def per_drop(rows: list[dict], key: str) -> str:
+        return " / ".join(f"{100 * r[key]:.1f}" for r in rows)
+
+    lines = ["| reward | tasks | ok at drop 0 / 10 / 20 | regressed at drop 0 / 10 / 20 | no interval | "
+             "CI above (0 / 10 / 20) | covers (0 / 10 / 20) | regressed w/o interval |",
+             "|---|---|---|---|---|---|---|---|"]
+    for (kind, tasks), rows in cells.items():
+        rows = sorted(rows, key=lambda r: r["drop"])
+        lines.append(f"| {kind} | {tasks} | {per_drop(rows, 'ok')} | {per_drop(rows, 'regressed')} | "
+                     f"{100 * max(r['no_ci'] for r in rows):.1f} | {per_drop(rows, 'above')} | "
+                     f"{per_drop(rows, 'covered')} | {100 * max(r['regressed_no_ci'] for r in rows):.1f} |")
+    return "\n".join(lines) + f"\n\n{data['sims']} pairs a cell, seed {data['seed']}; `{data['command']}`\n"
+
+
 # -- every study (--all) ------------------------------------------------------------------------------
 
 #: The studies of --all, in the order they run; each writes the JSON the table reads.
@@ -336,9 +358,14 @@ def main(argv: list[str] | None = None) -> int:
                              "benchmarks/gates/logs/issue23-calibration-table.md")
     parser.add_argument("--default-table", action="store_true",
                         help="instead: the default study's JSON (--output) as docs/compare.md's Calibration table")
+    parser.add_argument("--reward-table", action="store_true",
+                        help="instead: the reward study's JSON as docs/compare.md's table of the reward metric")
     args = parser.parse_args(argv)
     if args.default_table:
         print(default_table(Path(args.output)), end="")
+        return 0
+    if args.reward_table:
+        print(reward_table(Path(args.output).with_name("gate_calibration_reward.json")), end="")
         return 0
     if args.all or args.table:
         unknown = [name for name in args.skip if name not in ALL_STUDIES]
