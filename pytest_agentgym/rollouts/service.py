@@ -314,7 +314,7 @@ class RolloutService:
             return None
         config = EndpointConfig(kind="openai", url=base_url, model=model, where="the rollouts' base_url")
         endpoint = factory.outage_endpoint(config, api_key_env=api_key_env, health_timeout=HEALTH_TIMEOUT,
-                                           make_model=model_factory)
+                                           chat_timeout=self.node.request_timeout, make_model=model_factory)
         return OutageGuard(dataclasses.replace(policy, policy="wait"), [endpoint])  # its lines: harness.log
 
     def _record(self, record: EpisodeRecord) -> None:

@@ -60,13 +60,13 @@ def engine(*, concurrency: int, model_factory: Callable[[], Any], adapters: dict
                   before_retry=before_retry, on_finished=on_finished, outage=outage)
 
 
-def outage_endpoint(config: Any, *, api_key_env: str | None, health_timeout: float,
+def outage_endpoint(config: Any, *, api_key_env: str | None, health_timeout: float, chat_timeout: float,
                     make_model: Callable[[], Any]) -> Any:
     """An endpoint the engine's outage guard (engine/outage.py) may wait for or fail over
-    to: its description (the URL redacted), its health probe (the kind's own, model/
-    endpoints.py ``probe``; blocking, run on a thread) and how to make its ChatModel. One
-    builder for every door: the pytest run and the queue worker (run/services.py), the
-    rollout service."""
+    to: its description (the URL redacted), its probe (the kind's own health check, then the
+    one-token chat that proves the route, as the start chooses an endpoint: model/endpoints.py
+    ``probe``; blocking, run on a thread) and how to make its ChatModel. One builder for every
+    door: the pytest run and the queue worker (run/services.py), the rollout service."""
     from pytest_agentgym.engine.outage import Endpoint
     from pytest_agentgym.model.call_settings import read_api_key
     from pytest_agentgym.model.endpoints import probe
@@ -76,7 +76,7 @@ def outage_endpoint(config: Any, *, api_key_env: str | None, health_timeout: flo
             key = read_api_key(api_key_env) if api_key_env else None
         except ValueError as exc:
             return False, str(exc)
-        health = probe(config, timeout=health_timeout, api_key=key)
+        health = probe(config, timeout=health_timeout, api_key=key, chat_timeout=chat_timeout)
         return health.ok, health.reason
 
     return Endpoint(config.describe(), check, make_model)

@@ -325,7 +325,7 @@ class RunResources:
 
         def guarded(config: Any, make_model: Callable[[], Any]) -> Any:
             return factory.outage_endpoint(config, api_key_env=ms.key_env(config), health_timeout=ms.health_timeout,
-                                           make_model=make_model)
+                                           chat_timeout=ms.request_timeout, make_model=make_model)
 
         def model_for(config: Any) -> Callable[[], Any]:
             def make() -> Any:

@@ -212,6 +212,33 @@ def test_failover_moves_to_the_next_endpoint_and_the_gate_is_not_judged_on_two_m
     assert json.loads((run_dir / "run.json").read_text())["status"] == "finished"
 
 
+def test_failover_passes_over_an_endpoint_that_answers_health_but_cannot_chat(pytester, agents):
+    """The chain's next endpoint answers /v1/models but 404s on chat completions: failover proves
+    each candidate with the one-token chat the start uses, passes over it and moves to the one
+    after; the skipped endpoint is named with the reason."""
+    from helpers.model_faults import FakeEndpoint, status
+
+    first, third = agents(), agents()  # the third serves its other model, "random"
+    with FakeEndpoint(script=[status(404)]) as health_only:
+        node = project(pytester, [(first.url, "reference"), (health_only.url, "fake-model"), (third.url, "random")],
+                       "{policy: failover}")
+        run_dir = pytester.path / "reports" / "passed"
+        proc = start_run(pytester, node, "passed")
+        wait_until(lambda: written_lines(run_dir / "episodes.jsonl") >= 2, 120, "2 episodes recorded", procs=(proc,))
+        first.kill()
+        text = finish(proc)
+        proofs = [r.body for r in health_only.chat_requests()]
+
+    records = episodes(pytester, "passed")
+    assert sorted(r["task_index"] for r in records) == list(range(TASKS))
+    assert all(r["error"] is None for r in records), text
+    assert {r["model"] for r in records} == {"reference", "random"}, text
+    assert proofs and all(p["max_tokens"] == 1 for p in proofs)  # only route proofs reached it, no episode
+    log = harness_log(run_dir)
+    assert f"failed over to openai random at {third.url}/v1 (model.outage.policy: failover)" in log, log
+    assert proc.returncode == 0, text
+
+
 # -- what counts as an outage -----------------------------------------------------------------------
 
 
