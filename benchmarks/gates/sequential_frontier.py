@@ -85,9 +85,10 @@ def cell(job: tuple) -> dict:
     return {"p": dist, "drop": drop, "sims": sims, "fixed_regressed": fixed_regressed, "designs": counts}
 
 
-def study(sims: int, chunks: int, workers: int, designs: tuple[str, ...], drops: tuple[float, ...]) -> list[dict]:
+def study(sims: int, chunks: int, workers: int, designs: tuple[str, ...], drops: tuple[float, ...],
+          seed: int = 4000) -> list[dict]:
     """Every cell in ``chunks`` seeded parts (so two processes share a cell), merged."""
-    jobs = [(dist, drop, sims // chunks, 4000 + 10 * k + int(drop * 10) + 1000 * part, designs)
+    jobs = [(dist, drop, sims // chunks, seed + 10 * k + int(drop * 10) + 1000 * part, designs)
             for k, dist in enumerate(DISTRIBUTIONS) for drop in drops for part in range(chunks)]
     merged: dict[tuple[str, float], dict] = {}
     for part in _pool_map(cell, jobs, workers):
@@ -142,6 +143,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--designs", nargs="+", default=list(DESIGNS))
     parser.add_argument("--drops", nargs="+", type=float, default=list(DROPS))
+    parser.add_argument("--seed", type=int, default=4000, help="the first part's seed (default 4000)")
     parser.add_argument("--out", default=str(RESULTS / "sequential_frontier.json"))
     parser.add_argument("--table", action="store_true", help="instead: print --out's figures as a markdown table")
     args = parser.parse_args()
@@ -151,12 +153,13 @@ def main() -> None:
     for name in args.designs:
         parse_design(name)
     started, library = time.monotonic(), library_state()
-    rows = study(args.sims, args.chunks, args.workers, tuple(args.designs), tuple(args.drops))
+    rows = study(args.sims, args.chunks, args.workers, tuple(args.designs), tuple(args.drops), args.seed)
     seconds = round(time.monotonic() - started)
     command = (f"python benchmarks/gates/sequential_frontier.py --sims {args.sims} --chunks {args.chunks} "
                f"--workers {args.workers}" + ("" if args.designs == list(DESIGNS) else
                                               " --designs " + " ".join(args.designs))
-               + ("" if args.drops == list(DROPS) else " --drops " + " ".join(map(str, args.drops))))
+               + ("" if args.drops == list(DROPS) else " --drops " + " ".join(map(str, args.drops)))
+               + ("" if args.seed == 4000 else f" --seed {args.seed}"))
     Path(args.out).write_text(json.dumps({"sims": args.sims, "alpha": ALPHA, "margin": MARGIN, "seconds": seconds,
                                           "library": library, "command": command, "rows": rows}, indent=1) + "\n",
                               encoding="utf-8")

@@ -54,8 +54,10 @@ from pytest_agentgym.results.records import EpisodeRecord, RunInfo  # noqa: E402
 from pytest_agentgym.run.plans import EnvPlan  # noqa: E402
 from pytest_agentgym.run.stopping import Stopper  # noqa: E402
 
-#: The looks before issue 40: a share of alpha per interim look, the rest for the final comparison.
+#: The looks before issue 40: a share of alpha per interim look, the rest for the final comparison,
+#: at the quarters (whatever the plugin's looks are now).
 BEFORE_SHARE = 0.02
+BEFORE_LOOKS = (0.25, 0.5, 0.75)
 
 
 def _loaded(run_id: str, records: list[EpisodeRecord]) -> LoadedRun:
@@ -124,7 +126,7 @@ def _before_look(env: str, base: list[EpisodeRecord], cand: list[EpisodeRecord],
 
 def play_before(envs: tuple[str, ...], base: list[EpisodeRecord], cand: list[EpisodeRecord],
                 base_run: LoadedRun, cand_run: LoadedRun, seed: str) -> tuple[str, int]:
-    plan = SequentialPlan(alpha=ALPHA, margin=MARGIN, n_envs=len(envs))
+    plan = SequentialPlan(alpha=ALPHA, margin=MARGIN, n_envs=len(envs), looks=BEFORE_LOOKS)
     decided, played, rest = [], 0, []
     for env in envs:
         n = BATTERY[env]
