@@ -42,11 +42,9 @@ def collect_suite(file_path: Path, parent: pytest.Collector) -> SuiteFile | None
 
     if not is_suite_file(file_path, suite_places(parent.config)):
         return None
-    seen = parent.config.stash.setdefault(SUITE_FILES_KEY, set())
-    real = file_path.resolve()
-    if real in seen:
+    first = parent.config.stash.setdefault(SUITE_FILES_KEY, {}).setdefault(file_path.resolve(), file_path)
+    if first != file_path:  # the same file by another path; pytest may collect one path twice itself
         return None
-    seen.add(real)
     return SuiteFile.from_parent(parent, path=file_path)
 
 

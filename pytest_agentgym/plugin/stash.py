@@ -13,8 +13,9 @@ if TYPE_CHECKING:  # the plugin's module loads in every pytest session: keep it 
 SETTINGS_KEY = pytest.StashKey["Settings"]()
 #: Messages of suite files that could not be loaded (turned into one UsageError).
 SUITE_ERRORS_KEY = pytest.StashKey[list]()
-#: The resolved paths of the suite files collected so far (one file reached twice is one suite).
-SUITE_FILES_KEY = pytest.StashKey[set]()
+#: The suite files collected so far: resolved path -> the path it was first reached by (one
+#: file reached by two paths, through a symlinked folder, is one suite).
+SUITE_FILES_KEY = pytest.StashKey[dict]()
 #: The run (run/evaluation.py EvaluationRun); created in pytest_configure.
 RUN_KEY = pytest.StashKey[Any]()
 #: Environments the node skips -> how many episodes of theirs were not collected.

@@ -90,12 +90,20 @@ def test_a_suite_reached_twice_through_a_link_is_collected_once(pytester):
     package = pytester.path / "pkg" / "suites"
     package.mkdir(parents=True)
     (package / "maze.yaml").write_text("environment: Maze\ntasks: 0-2\n")
+    (package / "wordle.yaml").write_text("environment: Wordle\ntasks: 0-1\n")
     (pytester.path / "suites").symlink_to(package, target_is_directory=True)
     result = run(pytester, ".", "--collect-only", "-q")
     assert result.ret == 0, result.stdout.str() + result.stderr.str()
-    collected = [line for line in result.outlines if "::Maze[" in line]
-    assert sorted(line.split("::")[1] for line in collected) == ["Maze[0]", "Maze[1]", "Maze[2]"], collected
+    collected = sorted(line.split("::")[1] for line in result.outlines if "::" in line)
+    assert collected == ["Maze[0]", "Maze[1]", "Maze[2]", "Wordle[0]", "Wordle[1]"], result.outlines
     assert "are the same episode" not in result.stderr.str()
+    # two files of one folder named on the command line: pytest collects the folder once per
+    # argument, and each file is still collected by its own path
+    named = run(pytester, "suites/maze.yaml", "suites/wordle.yaml", "--collect-only", "-q")
+    assert named.ret == 0, named.stdout.str() + named.stderr.str()
+    assert sorted(line for line in named.outlines if "::" in line) == [
+        "suites/maze.yaml::Maze[0]", "suites/maze.yaml::Maze[1]", "suites/maze.yaml::Maze[2]",
+        "suites/wordle.yaml::Wordle[0]", "suites/wordle.yaml::Wordle[1]"], named.outlines
 
 
 def test_an_empty_selection_says_what_to_do_and_leaves_no_reports(pytester):

@@ -206,7 +206,11 @@ def test_auto_reads_the_scheduler_and_says_what_is_missing(project):
     assert len(names) == len(shard2) and f"{EPISODES - len(shard2)} deselected" in listed.stdout
     missing = pytest_run(root, "--agentgym-shard=auto", "--agentgym-run-id=x", "--collect-only",
                          env={"JOB_COMPLETION_INDEX": "1", "AGENTGYM_SHARD_COUNT": ""})
-    assert missing.returncode == 4 and "AGENTGYM_SHARD_COUNT='' is not a whole number" in missing.stderr
+    # set to "" it is not given (process/variables.py): the count is missing, and the message says so
+    assert missing.returncode == 4 and "but AGENTGYM_SHARD_COUNT is not; set AGENTGYM_SHARD_COUNT" in missing.stderr
+    words = pytest_run(root, "--agentgym-shard=auto", "--agentgym-run-id=x", "--collect-only",
+                       env={"JOB_COMPLETION_INDEX": "1", "AGENTGYM_SHARD_COUNT": "three"})
+    assert words.returncode == 4 and "AGENTGYM_SHARD_COUNT='three' is not a whole number" in words.stderr
     no_id = pytest_run(root, "--agentgym-shard=2/3", "--collect-only")
     assert no_id.returncode == 4 and "same --agentgym-run-id" in no_id.stderr
     slurm = {"SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_MIN": "2", "SLURM_ARRAY_TASK_COUNT": "3",
