@@ -194,15 +194,18 @@ STRICT_REPEATS = (1, 3)
 
 
 def strict_study(sims: int, seed: int, margin: float = 0.05,
-                 repeats_list: tuple[int, ...] = STRICT_REPEATS) -> list[dict]:
+                 repeats_list: tuple[int, ...] = STRICT_REPEATS, dists: tuple[str, ...] = tuple(DISTRIBUTIONS),
+                 drops: tuple[float, ...] = (0.0, 0.03)) -> list[dict]:
     """The whole battery, unchanged (drop 0) and with a true drop inside the margin (0.03):
-    the share judged ok (what --strict passes) and regressed, per repeats."""
+    the share judged ok (what --strict passes) and regressed, per repeats. ``dists`` and
+    ``drops`` pick cells (one random stream runs through the cells picked, so a subset draws
+    other batteries than the whole study)."""
     rng, rows = np.random.default_rng(seed), []
     with tempfile.TemporaryDirectory(prefix="gate-strict-") as tmp:
         root = Path(tmp)
-        for dist in DISTRIBUTIONS:
+        for dist in dists:
             for repeats in repeats_list:
-                for drop in (0.0, 0.03):
+                for drop in drops:
                     c = dict.fromkeys(VERDICTS_ORDER, 0)
                     for _ in range(sims):
                         p = {env: rng.beta(*DISTRIBUTIONS[dist], size=n) for env, n in BATTERY.items()}
@@ -224,9 +227,10 @@ VERDICTS_ORDER = ("ok", "inconclusive", "regressed", "error")
 
 
 def _study_job(args: tuple) -> list[dict]:
-    study, sims, seed, strict_repeats = args
+    study, sims, seed, strict_repeats, *cells = args
     if study == "strict":
-        return strict_study(sims, seed, repeats_list=strict_repeats)
+        dists, drops = cells if cells else (tuple(DISTRIBUTIONS), (0.0, 0.03))
+        return strict_study(sims, seed, repeats_list=strict_repeats, dists=dists, drops=drops)
     return {"reward": reward_study, "needed": needed_study}[study](sims, seed)
 
 
@@ -339,6 +343,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="instead: does the 'needs about N tasks' advice decide at N (want >= 80%%)")
     parser.add_argument("--strict", action="store_true",
                         help="instead: how often an unchanged battery (and a 3-point drop) is ok, per repeats")
+    parser.add_argument("--strict-dist", choices=tuple(DISTRIBUTIONS), default=None,
+                        help="--strict: only this distribution's cells (its own random stream)")
+    parser.add_argument("--strict-drop", type=float, choices=(0.0, 0.03), default=None,
+                        help="--strict: only this drop's cells (its own random stream)")
     parser.add_argument("--strict-repeats", type=int, nargs="+", default=list(STRICT_REPEATS),
                         help=f"repeats per task of the --strict study (default {' '.join(map(str, STRICT_REPEATS))})")
     parser.add_argument("--holm", action="store_true",
@@ -386,14 +394,21 @@ def main(argv: list[str] | None = None) -> int:
     studies = [name for name in ("reward", "needed", "strict") if getattr(args, name)]
     if studies:
         started = time.monotonic()
+        cells = () if args.strict_dist is None and args.strict_drop is None else (
+            (args.strict_dist,) if args.strict_dist else tuple(DISTRIBUTIONS),
+            (args.strict_drop,) if args.strict_drop is not None else (0.0, 0.03))
         with ProcessPoolExecutor(max_workers=args.workers) as pool:
-            results = list(pool.map(_study_job, [(name, args.sims, args.seed + i, tuple(args.strict_repeats))
+            results = list(pool.map(_study_job, [(name, args.sims, args.seed + i, tuple(args.strict_repeats), *cells)
                                                  for i, name in enumerate(studies)]))
         print(f"\n{args.sims} simulated pairs per cell; alpha 0.05, margin 0.05; "
               f"{time.monotonic() - started:.0f} s")
         other_repeats = args.strict and tuple(args.strict_repeats) != STRICT_REPEATS
         repeats_flag = f" --strict-repeats {' '.join(map(str, args.strict_repeats))}" if other_repeats else ""
         suffix = "_".join(studies) + ("_r" + "-".join(map(str, args.strict_repeats)) if other_repeats else "")
+        if cells:
+            repeats_flag += (f" --strict-dist '{args.strict_dist}'" if args.strict_dist else "") + (
+                f" --strict-drop {args.strict_drop:g}" if args.strict_drop is not None else "")
+            suffix += "_" + "_".join(str(v) for v in (args.strict_dist, args.strict_drop) if v is not None)
         out = Path(args.output).with_name(f"gate_calibration_{suffix}.json")
         out.write_text(json.dumps({"sims": args.sims, "seed": args.seed, "alpha": 0.05, "margin": 0.05,
                                    "command": "python benchmarks/gates/gate_calibration.py "
