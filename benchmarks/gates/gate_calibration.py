@@ -408,7 +408,8 @@ def main(argv: list[str] | None = None) -> int:
         if cells:
             repeats_flag += (f" --strict-dist '{args.strict_dist}'" if args.strict_dist else "") + (
                 f" --strict-drop {args.strict_drop:g}" if args.strict_drop is not None else "")
-            suffix += "_" + "_".join(str(v) for v in (args.strict_dist, args.strict_drop) if v is not None)
+            suffix += "_" + "_".join("".join(c for c in str(v) if c.isalnum() or c in ".-")
+                                     for v in (args.strict_dist, args.strict_drop) if v is not None)
         out = Path(args.output).with_name(f"gate_calibration_{suffix}.json")
         out.write_text(json.dumps({"sims": args.sims, "seed": args.seed, "alpha": 0.05, "margin": 0.05,
                                    "command": "python benchmarks/gates/gate_calibration.py "
