@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import hmac
 import json
-import os
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Iterable
 from urllib.parse import unquote, urlsplit
 
 import httpx
 
+from pytest_agentgym.process import variables
 from pytest_agentgym.rollouts.request import BadRollouts, openai_base, shown
 from pytest_agentgym.transport.host_guard import binds_loopback_only  # noqa: F401 - where cli/ imports it
 
@@ -130,15 +130,15 @@ class KeyAllowList:
 def read_token(variable: str) -> str:
     """The caller token in the environment variable ``variable`` (``--auth-token-env``).
     Raises :class:`ValueError` when it is unset, empty or too short (never showing it)."""
-    value = os.environ.get(variable, "")
+    value = variables.value(variable)
     hint = (f"export {variable}=$(python -c 'import secrets; print(secrets.token_urlsafe(32))') and give "
             f"callers the same token")
-    if not value.strip():
+    if value is None:
         raise ValueError(f"--auth-token-env {variable}: the variable is not set or empty; {hint}")
-    if len(value.strip()) < MIN_TOKEN_CHARS:
-        raise ValueError(f"--auth-token-env {variable}: the token has {len(value.strip())} characters, fewer "
+    if len(value) < MIN_TOKEN_CHARS:
+        raise ValueError(f"--auth-token-env {variable}: the token has {len(value)} characters, fewer "
                          f"than {MIN_TOKEN_CHARS}; {hint}")
-    return value.strip()
+    return value
 
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
